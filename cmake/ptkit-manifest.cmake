@@ -1,0 +1,60 @@
+# The manifest: a JSON file installed next to each kernel library, written by the
+# build and read by ptkit's loader *before* it loads the library
+# (schema: src/ptkit/runtime/manifest.schema.json).
+include_guard(GLOBAL)
+
+set(PTKIT_MANIFEST_SCHEMA_VERSION 1)
+
+function(_ptkit_json_string_array out_var)
+  set(json "[]")
+  set(i 0)
+  foreach(item IN LISTS ARGN)
+    string(JSON json SET "${json}" ${i} "\"${item}\"")
+    math(EXPR i "${i} + 1")
+  endforeach()
+  set(${out_var} "${json}" PARENT_SCOPE)
+endfunction()
+
+# ptkit_install_kernel_library(<target> BACKEND <b> VARIANT <v> PACKAGE <dist> NAMESPACE <ns>
+#     TORCH_TARGET_VERSION <x.y> OPS <op>… DTYPES <dtype>… [ISA <level>…] INSTALL_DIR <dir>)
+# Installs the library into INSTALL_DIR and writes <target>.manifest.json beside it;
+# the sha256 is taken from the installed file, after CMake's install-time RPATH edit.
+function(ptkit_install_kernel_library target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg ""
+    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR" "OPS;DTYPES;ISA")
+
+  set(m "{}")
+  string(JSON m SET "${m}" schema_version "${PTKIT_MANIFEST_SCHEMA_VERSION}")
+  string(JSON m SET "${m}" package "\"${arg_PACKAGE}\"")
+  string(JSON m SET "${m}" namespace "\"${arg_NAMESPACE}\"")
+  string(JSON m SET "${m}" library "\"$<TARGET_FILE_NAME:${target}>\"")
+  string(JSON m SET "${m}" backend "\"${arg_BACKEND}\"")
+  string(JSON m SET "${m}" variant "\"${arg_VARIANT}\"")
+  string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" compiler_id)
+  string(JSON m SET "${m}" toolkit
+    "{\"name\": \"${compiler_id}\", \"version\": \"${CMAKE_CXX_COMPILER_VERSION}\"}")
+  _ptkit_json_string_array(isa ${arg_ISA})
+  string(JSON m SET "${m}" targets "{\"isa\": ${isa}}")
+  string(JSON m SET "${m}" dropped_targets "[]")
+  string(JSON m SET "${m}" torch
+    "{\"target_version\": \"${arg_TORCH_TARGET_VERSION}\", \"built_with\": \"${PTKIT_TORCH_VERSION}\"}")
+  string(TOLOWER "${CMAKE_SYSTEM_NAME}-${CMAKE_SYSTEM_PROCESSOR}" platform)
+  string(JSON m SET "${m}" platform "\"${platform}\"")
+  _ptkit_json_string_array(dtypes ${arg_DTYPES})
+  set(ops "{}")
+  foreach(op IN LISTS arg_OPS)
+    string(JSON ops SET "${ops}" "${op}" "${dtypes}")
+  endforeach()
+  string(JSON m SET "${m}" ops "${ops}")
+  string(JSON m SET "${m}" sha256 "\"\"")
+
+  set(template "${CMAKE_CURRENT_BINARY_DIR}/${target}.manifest.in.json")
+  file(GENERATE OUTPUT "${template}" CONTENT "${m}\n")
+  install(TARGETS ${target} LIBRARY DESTINATION "${arg_INSTALL_DIR}" RUNTIME DESTINATION "${arg_INSTALL_DIR}")
+  install(CODE "
+    set(_ptkit_library \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/$<TARGET_FILE_NAME:${target}>\")
+    set(_ptkit_manifest_template \"${template}\")
+    set(_ptkit_manifest \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/${target}.manifest.json\")
+    include(\"${PTKIT_CMAKE_DIR}/ptkit-write-manifest.cmake\")
+  ")
+endfunction()

@@ -1,0 +1,154 @@
+"""Variant recipes: what a variant is, read from ``recipes/<variant>.toml``.
+
+This module uses the standard library only: the build backend loads it by file
+path (``_version_provider.py``) before ptkit or torch can be imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["BACKENDS", "Recipe", "RecipeError", "load_recipe", "recipe_path"]
+
+BACKENDS = ("cpu", "cuda", "hip", "xpu", "metal")
+
+_LOCAL_LABEL = re.compile(r"^[a-z0-9]+(?:[.][a-z0-9]+)*$")
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9.]*$")
+
+
+class RecipeError(ValueError):
+    """A recipe file is missing or invalid; the message lists every problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Targets:
+    """What the variant's native code is compiled for."""
+
+    isa: tuple[str, ...] = ()
+    """CPU instruction-set levels dispatched at run time ("default" is the baseline)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One variant: one wheel per platform, one index page."""
+
+    name: str
+    """Variant name, also the recipe's file stem (``cpu``, ``cu13`` …)."""
+    backend: str
+    """The accelerator backend, one of ``BACKENDS``."""
+    description: str
+    """One line for humans."""
+    local_version: str
+    """PEP 440 local label appended to the version (``0.1.0+cpu``)."""
+    index_path: str
+    """Folder under the index root holding this variant's ``simple/`` tree."""
+    targets: Targets
+    """Compilation targets."""
+
+
+_VARIANT_KEYS = {"name", "backend", "description", "local-version", "index-path"}
+_TOP_KEYS = {"variant", "targets"}
+_TARGET_KEYS = {f.name for f in dataclasses.fields(Targets)}
+
+
+def recipe_path(variant: str, recipes_dir: Path) -> Path:
+    return recipes_dir / f"{variant}.toml"
+
+
+def _unknown(keys: set[str], known: set[str], where: str) -> list[str]:
+    problems = []
+    for key in sorted(keys - known):
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(f"unknown key {where}{key!r}{hint}")
+    return problems
+
+
+def _str(table: dict[str, Any], key: str, where: str, problems: list[str]) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value:
+        problems.append(f"{where}{key} must be a non-empty string, got {value!r}")
+        return ""
+    return value
+
+
+def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
+    """Read and validate one recipe; raise ``RecipeError`` listing all problems."""
+    path = recipe_path(variant, recipes_dir)
+    if not path.is_file():
+        known = sorted(p.stem for p in recipes_dir.glob("*.toml"))
+        raise RecipeError(
+            f"no recipe for variant {variant!r}: {path} does not exist "
+            f"(known variants: {', '.join(known) or 'none'})"
+        )
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}") from exc
+
+    problems = _unknown(set(data), _TOP_KEYS, "")
+    table = data.get("variant", {})
+    targets_table = data.get("targets", {})
+    problems += _unknown(set(table), _VARIANT_KEYS, "variant.")
+    problems += _unknown(set(targets_table), _TARGET_KEYS, "targets.")
+
+    name = _str(table, "name", "variant.", problems)
+    if name and name != variant:
+        problems.append(f"variant.name is {name!r} but the file is {path.name}")
+    if name and not _VARIANT_NAME.match(name):
+        problems.append(f"variant.name {name!r} must match {_VARIANT_NAME.pattern}")
+    backend = _str(table, "backend", "variant.", problems)
+    if backend and backend not in BACKENDS:
+        problems.append(f"variant.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    local = _str(table, "local-version", "variant.", problems)
+    if local and not _LOCAL_LABEL.match(local):
+        problems.append(
+            f"variant.local-version {local!r} is not a PEP 440 local label "
+            "(lower-case letters, digits and dots)"
+        )
+    isa = targets_table.get("isa", [])
+    if not isinstance(isa, list) or not all(isinstance(i, str) for i in isa):
+        problems.append(f"targets.isa must be a list of strings, got {isa!r}")
+        isa = []
+
+    if problems:
+        raise RecipeError(f"{path}: " + "; ".join(problems))
+    return Recipe(
+        name=name,
+        backend=backend,
+        description=str(table.get("description", "")),
+        local_version=local,
+        index_path=str(table.get("index-path", name)),
+        targets=Targets(isa=tuple(isa)),
+    )
+
+
+def _cmake_main(argv: list[str]) -> int:
+    """``python recipes.py cmake <recipes_dir> <variant>``: FIELD=value lines for CMake."""
+    if len(argv) != 3 or argv[0] != "cmake":
+        print("usage: recipes.py cmake <recipes_dir> <variant>", file=sys.stderr)
+        return 2
+    try:
+        recipe = load_recipe(argv[2], Path(argv[1]))
+    except RecipeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"NAME={recipe.name}")
+    print(f"BACKEND={recipe.backend}")
+    print(f"LOCAL_VERSION={recipe.local_version}")
+    print(f"ISA={','.join(recipe.targets.isa)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_cmake_main(sys.argv[1:]))

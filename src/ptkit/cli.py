@@ -1,0 +1,100 @@
+"""The ``ptkit`` command. Heavy imports (torch) happen inside the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ptkit")
+def main() -> None:
+    """Build, ship and load PyTorch extension kernels for every accelerator."""
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def explain(as_json: bool) -> None:
+    """Which implementation serves each op on each device type, and why."""
+    import ptkit
+
+    if as_json:
+        payload = {
+            "ptkit": ptkit.__version__,
+            "libraries": [
+                {
+                    "manifest": str(d.manifest_path),
+                    "library": d.library,
+                    "status": d.status.value,
+                    "reason": d.reason,
+                    "details": dict(d.details),
+                }
+                for d in ptkit.runtime.load_decisions()
+            ],
+            "routes": [r.to_json() for r in ptkit.runtime.explain()],
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(ptkit.runtime.format_explain())
+
+
+@main.command()
+def demo() -> None:
+    """Show where each op runs, then run each op natively and against the reference."""
+    import torch
+
+    import ptkit
+
+    click.echo(
+        f"ptkit {ptkit.__version__} on torch {torch.__version__} (Python {sys.version.split()[0]})"
+    )
+    for d in ptkit.runtime.load_decisions():
+        click.echo(f"  {d.library}: {d.status.value}: {d.reason}")
+    click.echo("")
+    click.echo(ptkit.runtime.format_explain())
+    click.echo("")
+    torch.manual_seed(0)
+    hidden = 4096
+    cases = {
+        "rms_norm": (
+            ptkit.ops.rms_norm,
+            ptkit.ops.rms_norm_reference,
+            (
+                torch.randn(8, hidden, dtype=torch.bfloat16),
+                torch.randn(hidden, dtype=torch.bfloat16),
+            ),
+        ),
+        "fused_linear": (
+            ptkit.ops.fused_linear,
+            ptkit.ops.fused_linear_reference,
+            (
+                torch.randn(4, 1, hidden, dtype=torch.bfloat16),
+                torch.randn(hidden, hidden, dtype=torch.bfloat16) / 64,
+                torch.randn(hidden, dtype=torch.bfloat16),
+                "silu",
+            ),
+        ),
+        "silu_and_mul": (
+            ptkit.ops.silu_and_mul,
+            ptkit.ops.silu_and_mul_reference,
+            (torch.randn(8, 2 * hidden, dtype=torch.bfloat16),),
+        ),
+    }
+    click.echo(f"{'op':<14}{'shape (bf16)':<22}{'max |native - reference|':<26}{'time':>10}")
+    for name, (op, reference, args) in cases.items():
+        op(*args)  # warm-up
+        start = time.perf_counter()
+        out = op(*args)
+        elapsed = time.perf_counter() - start
+        err = (out.float() - reference(*args).float()).abs().max().item()
+        shape = "x".join(str(s) for s in args[0].shape)  # type: ignore[union-attr]
+        click.echo(f"{name:<14}{shape:<22}{err:<26.3g}{elapsed * 1e6:>8.0f} us")
+
+
+if __name__ == "__main__":
+    main()

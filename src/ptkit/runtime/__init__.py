@@ -1,0 +1,56 @@
+"""ptkit's runtime: manifest-checked loading of native libraries, and explanations.
+
+``explain()`` answers "which implementation serves this op on this device, and
+why"; ``load_decisions()`` lists what the loader did with each native library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptkit.runtime.explain import OpRoute, format_routes, routes
+from ptkit.runtime.loader import LoadDecision, LoadStatus, TorchFacts, load_native_libraries
+from ptkit.runtime.manifest import Manifest, ManifestError, read_manifest
+from ptkit.runtime.switches import RuntimeSwitches
+
+__all__ = [
+    "LoadDecision",
+    "LoadStatus",
+    "Manifest",
+    "ManifestError",
+    "OpRoute",
+    "RuntimeSwitches",
+    "explain",
+    "format_explain",
+    "load_decisions",
+    "read_manifest",
+]
+
+_decisions: list[LoadDecision] = []
+_switches = RuntimeSwitches()
+
+
+def _load_own_libraries(native_dir: Path) -> None:
+    """Called once by ``import ptkit``."""
+    global _switches
+    _switches = RuntimeSwitches.from_environ()
+    _decisions.extend(load_native_libraries(native_dir, switches=_switches))
+
+
+def load_decisions() -> list[LoadDecision]:
+    """What the loader decided for each native library, in load order."""
+    return list(_decisions)
+
+
+def explain() -> list[OpRoute]:
+    """Per op and device type: ``native`` or ``reference``, the library, and why."""
+    from ptkit.ops import NAMESPACE, OPS
+
+    return routes(OPS, NAMESPACE, _decisions, TorchFacts.from_torch(), _switches)
+
+
+def format_explain() -> str:
+    """``explain()`` as a text table, with the switches' problems and failed loads after it."""
+    lines = [format_routes(explain())]
+    lines += [f"warning: {p}" for p in _switches.problems]
+    return "\n".join(lines)

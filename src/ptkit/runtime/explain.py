@@ -1,0 +1,137 @@
+"""Which implementation serves each op on each device type, and why.
+
+The answer comes from the dispatcher itself (does the op have a kernel for the
+device's dispatch key?) and from the loader's recorded decisions (why not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from ptkit.runtime.loader import BACKEND_DISPATCH_KEYS, LoadDecision, LoadStatus, TorchFacts
+from ptkit.runtime.switches import RuntimeSwitches
+
+__all__ = ["OpRoute", "device_types", "format_routes", "routes"]
+
+# Device type -> (dispatch key, the manifest backends that can serve it).
+_DEVICE_TYPES = {
+    "cpu": ("CPU", ("cpu",)),
+    "cuda": ("CUDA", ("cuda", "hip")),
+    "xpu": ("XPU", ("xpu",)),
+    "mps": ("MPS", ("metal",)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class OpRoute:
+    """One row of ``explain()``."""
+
+    op: str
+    device_type: str
+    implementation: str  # "native" or "reference"
+    library: str | None
+    reason: str
+
+    def to_json(self) -> dict[str, str | None]:
+        return dataclasses.asdict(self)
+
+
+def device_types(facts: TorchFacts) -> list[str]:
+    """The device types this torch build can create tensors on."""
+    types = ["cpu"]
+    if facts.cuda or facts.hip:
+        types.append("cuda")
+    if facts.has_xpu:
+        types.append("xpu")
+    if facts.has_mps:
+        types.append("mps")
+    return types
+
+
+def _has_kernel(qualified_op: str, dispatch_key: str) -> bool:
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualified_op, dispatch_key))
+
+
+def _details(decision: LoadDecision) -> str:
+    return "".join(f", {k} {v}" for k, v in decision.details)
+
+
+def routes(
+    ops: Sequence[str],
+    namespace: str,
+    decisions: Sequence[LoadDecision],
+    facts: TorchFacts,
+    switches: RuntimeSwitches,
+) -> list[OpRoute]:
+    rows = []
+    for device_type in device_types(facts):
+        key, backends = _DEVICE_TYPES[device_type]
+        relevant = [d for d in decisions if d.backend in backends]
+        for op in ops:
+            loaded = [
+                d
+                for d in relevant
+                if d.status is LoadStatus.LOADED and d.manifest and op in d.manifest.ops
+            ]
+            if _has_kernel(f"{namespace}::{op}", key):
+                if loaded:
+                    d = loaded[0]
+                    assert d.manifest is not None
+                    dtypes = ", ".join(d.manifest.ops[op])
+                    reason = f"{d.library} loaded: {d.reason}{_details(d)}; dtypes {dtypes}"
+                    rows.append(OpRoute(op, device_type, "native", d.library, reason))
+                else:
+                    reason = f"a {key} kernel registered outside ptkit's loader"
+                    rows.append(OpRoute(op, device_type, "native", None, reason))
+                continue
+            rows.append(
+                OpRoute(
+                    op,
+                    device_type,
+                    "reference",
+                    None,
+                    _why_reference(op, relevant, loaded, switches, backends, decisions),
+                )
+            )
+    return rows
+
+
+def _why_reference(
+    op: str,
+    relevant: Sequence[LoadDecision],
+    loaded: Sequence[LoadDecision],
+    switches: RuntimeSwitches,
+    backends: Sequence[str],
+    decisions_all: Sequence[LoadDecision],
+) -> str:
+    if loaded:
+        return f"{loaded[0].library} loaded but registered no kernel for {op}"
+    not_loaded = [d for d in relevant if d.status is not LoadStatus.LOADED]
+    if not_loaded:
+        return "; ".join(f"{d.library} {d.status.value}: {d.reason}" for d in not_loaded)
+    for backend in backends:
+        switched_off = switches.disabled_reason(backend)
+        if switched_off:
+            return switched_off
+    names = " or ".join(backends)
+    variants = sorted({d.manifest.variant for d in decisions_all if d.manifest}) or ["none"]
+    return (
+        f"no native {names} library in this install (variant {', '.join(variants)}); "
+        "install the variant for this accelerator from its index"
+    )
+
+
+def format_routes(rows: Sequence[OpRoute]) -> str:
+    """A plain-text table, one row per (op, device type)."""
+    header = ("op", "device", "implementation", "why")
+    table = [header] + [(r.op, r.device_type, r.implementation, r.reason) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    lines = []
+    for row in table:
+        cells = [row[i].ljust(widths[i]) for i in range(3)]
+        lines.append("  ".join([*cells, row[3]]).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 3)
+    return "\n".join(lines)

@@ -1,0 +1,233 @@
+"""Manifest-checked loading of native kernel libraries.
+
+For each manifest the loader decides, *before* ``dlopen``, whether the library can
+run here, and records the decision with its reason. Rules, in order:
+
+1. not switched off (``PTKIT_FORCE_REFERENCE``, ``PTKIT_DISABLE_NATIVE``);
+2. built for this platform (``linux-x86_64`` …);
+3. this torch has the backend (a CUDA library needs a CUDA build of torch …);
+4. torch's stable ABI: same major version, and torch >= the library's target version;
+5. the library file exists and its sha256 matches the manifest;
+6. ``torch.ops.load_library`` succeeds.
+
+Nothing here raises into ``import ptkit``: every failure becomes a recorded decision.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import enum
+import hashlib
+import logging
+import platform
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
+from ptkit.runtime.switches import RuntimeSwitches
+
+__all__ = [
+    "BACKEND_DISPATCH_KEYS",
+    "LoadDecision",
+    "LoadStatus",
+    "TorchFacts",
+    "check_compatibility",
+    "load_native_libraries",
+    "machine_platform",
+]
+
+logger = logging.getLogger("ptkit.runtime")
+
+# The dispatch key a backend's kernels register under (ROCm torch reuses CUDA's).
+BACKEND_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "hip": "CUDA", "xpu": "XPU", "metal": "MPS"}
+
+
+class LoadStatus(str, enum.Enum):
+    LOADED = "loaded"
+    SKIPPED = "skipped"  # the library cannot or should not run here: the reference serves
+    FAILED = "failed"  # it should have loaded and did not: a broken install
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadDecision:
+    """What the loader did with one manifest, and why."""
+
+    manifest_path: Path
+    status: LoadStatus
+    reason: str
+    manifest: Manifest | None = None
+    # Facts learned after loading (e.g. the CPU ISA level in use).
+    details: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def backend(self) -> str | None:
+        return self.manifest.backend if self.manifest else None
+
+    @property
+    def library(self) -> str:
+        return self.manifest.library if self.manifest else self.manifest_path.name
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchFacts:
+    """What the loader needs to know about the running torch."""
+
+    version: str
+    cuda: str | None
+    hip: str | None
+    has_xpu: bool
+    has_mps: bool
+
+    @property
+    def major_minor(self) -> tuple[int, int]:
+        match = re.match(r"^(\d+)\.(\d+)", self.version)
+        return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+    @classmethod
+    def from_torch(cls) -> TorchFacts:
+        return cls(
+            version=torch.__version__,
+            cuda=torch.version.cuda,
+            hip=getattr(torch.version, "hip", None),
+            has_xpu=hasattr(torch, "xpu") and torch.xpu._is_compiled(),
+            has_mps=torch.backends.mps.is_built(),
+        )
+
+    def backend_absent_reason(self, backend: str) -> str | None:
+        if backend == "cpu":
+            return None
+        if backend == "cuda" and not self.cuda:
+            kind = f"a ROCm build (HIP {self.hip})" if self.hip else "not a CUDA build"
+            return f"torch {self.version} is {kind}"
+        if backend == "hip" and not self.hip:
+            return f"torch {self.version} is not a ROCm build"
+        if backend == "xpu" and not self.has_xpu:
+            return f"torch {self.version} was built without XPU support"
+        if backend == "metal" and not self.has_mps:
+            return f"torch {self.version} was built without MPS support"
+        return None
+
+
+def machine_platform() -> str:
+    """``<system>-<processor>`` in the manifest's spelling (CMake's, lower case)."""
+    return f"{platform.system()}-{platform.machine()}".lower()
+
+
+def check_compatibility(
+    manifest: Manifest,
+    facts: TorchFacts,
+    switches: RuntimeSwitches,
+    this_platform: str,
+) -> str | None:
+    """Rules 1–4: the reason the library must not be loaded here, or None."""
+    disabled = switches.disabled_reason(manifest.backend)
+    if disabled:
+        return disabled
+    if manifest.platform != this_platform:
+        return f"built for {manifest.platform}, this machine is {this_platform}"
+    absent = facts.backend_absent_reason(manifest.backend)
+    if absent:
+        return f"{absent}; the {manifest.backend} library needs one"
+    target = manifest.torch_target_version
+    running = facts.major_minor
+    if running[0] != target[0]:
+        return (
+            f"built for the torch {target[0]}.x stable ABI, torch {facts.version} is a "
+            "different major version; install the ptkit release for it"
+        )
+    if running < target:
+        return (
+            f"needs torch >= {manifest.torch_target_version_str} (stable ABI target), found "
+            f"{facts.version}; upgrade torch"
+        )
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _integrity_problem(manifest: Manifest) -> str | None:
+    """Rule 5."""
+    path = manifest.library_path
+    if not path.is_file():
+        return f"library file {path.name} is missing next to its manifest; reinstall the package"
+    actual = _sha256(path)
+    if actual != manifest.sha256:
+        return (
+            f"{path.name} does not match its manifest (sha256 {actual[:12]}…, expected "
+            f"{manifest.sha256[:12]}…); the file was modified or truncated: reinstall the package"
+        )
+    return None
+
+
+def _cpu_isa(path: Path) -> str | None:
+    # CPU libraries export ptkit_cpu_isa(); dlopen of a loaded library returns the same handle.
+    try:
+        fn = ctypes.CDLL(str(path)).ptkit_cpu_isa
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p
+    value = fn()
+    return value.decode() if isinstance(value, bytes) else None
+
+
+def _decide_and_load(
+    path: Path, facts: TorchFacts, switches: RuntimeSwitches, this_platform: str
+) -> LoadDecision:
+    try:
+        manifest = read_manifest(path)
+    except ManifestError as exc:
+        return LoadDecision(path, LoadStatus.FAILED, f"unreadable manifest: {exc}")
+    reason = check_compatibility(manifest, facts, switches, this_platform)
+    if reason:
+        return LoadDecision(path, LoadStatus.SKIPPED, reason, manifest)
+    problem = _integrity_problem(manifest)
+    if problem:
+        return LoadDecision(path, LoadStatus.FAILED, problem, manifest)
+    try:
+        torch.ops.load_library(str(manifest.library_path))
+    except Exception as exc:  # OSError from dlopen, RuntimeError from registration
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return LoadDecision(path, LoadStatus.FAILED, f"loading failed: {first_line}", manifest)
+    details: list[tuple[str, str]] = []
+    if manifest.backend == "cpu":
+        isa = _cpu_isa(manifest.library_path)
+        if isa:
+            details.append(("isa", isa))
+    reason = (
+        f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, "
+        f"stable ABI target {manifest.torch_target_version_str}"
+    )
+    return LoadDecision(path, LoadStatus.LOADED, reason, manifest, tuple(details))
+
+
+def load_native_libraries(
+    manifests: Iterable[Path] | Path,
+    *,
+    facts: TorchFacts | None = None,
+    switches: RuntimeSwitches | None = None,
+) -> list[LoadDecision]:
+    """Decide and load every manifest given (or found in a native folder); never raises."""
+    paths = find_manifests(manifests) if isinstance(manifests, Path) else list(manifests)
+    facts = facts or TorchFacts.from_torch()
+    switches = switches or RuntimeSwitches.from_environ()
+    this_platform = machine_platform()
+    decisions = []
+    for path in paths:
+        try:
+            decision = _decide_and_load(path, facts, switches, this_platform)
+        except Exception as exc:  # a loader bug must not break the import either
+            decision = LoadDecision(path, LoadStatus.FAILED, f"loader error: {exc!r}")
+        log = logger.warning if decision.status is LoadStatus.FAILED else logger.info
+        log("ptkit: %s %s: %s", decision.library, decision.status.value, decision.reason)
+        decisions.append(decision)
+    return decisions

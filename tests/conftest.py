@@ -1,0 +1,52 @@
+"""Test-session checks: the tests exercise the *installed* wheel (``make test`` builds
+and installs it), never the source tree."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from support import REPO
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import ptkit
+
+    location = Path(ptkit.__file__).resolve()
+    if REPO / "src" in location.parents:
+        raise pytest.UsageError(
+            f"ptkit was imported from the source tree ({location}); the tests need the built "
+            "wheel installed: run `make test`"
+        )
+
+
+@pytest.fixture(scope="session")
+def ptkit_wheel() -> Path:
+    """The wheel under test: $PTKIT_TEST_WHEEL (set by `make test`) or the one in dist/cpu/."""
+    given = os.environ.get("PTKIT_TEST_WHEEL")
+    if given:
+        path = Path(given)
+    else:
+        wheels = sorted((REPO / "dist" / "cpu").glob("ptkit-*.whl"))
+        if not wheels:
+            pytest.fail("no wheel to test: run `make test` (it builds dist/cpu/ptkit-*.whl)")
+        path = wheels[-1]
+    assert path.is_file(), f"PTKIT_TEST_WHEEL={path} does not exist"
+    return path.resolve()
+
+
+@pytest.fixture(scope="session")
+def native_cpu_loaded() -> None:
+    """Native-vs-reference tests mean nothing if the native library did not load."""
+    import ptkit
+
+    decisions = ptkit.runtime.load_decisions()
+    cpu = [d for d in decisions if d.backend == "cpu"]
+    assert cpu and cpu[0].status.value == "loaded", (
+        f"the native CPU library did not load: {[(d.library, d.status, d.reason) for d in decisions]}"
+    )
+    wanted_isa = os.environ.get("PTKIT_CPU_ISA")
+    if wanted_isa:
+        assert dict(cpu[0].details).get("isa") == wanted_isa

@@ -1,0 +1,109 @@
+"""Shared helpers for ptkit's tests: tolerances, subprocesses, fresh environments."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Unit roundoff of each dtype (half an ulp at 1.0).
+UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+
+
+def assert_matches(
+    native: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype, *, bound: torch.Tensor | None = None
+) -> None:
+    """Native vs reference: a few ulps of the output dtype, plus an optional per-element
+    bound for results whose accumulation order legitimately differs (GEMV)."""
+    assert native.shape == reference.shape, f"shape {tuple(native.shape)} != {tuple(reference.shape)}"
+    assert native.dtype == reference.dtype == dtype
+    a, b = native.double(), reference.double()
+    u = UNIT_ROUNDOFF[dtype]
+    allowed = 4 * u * b.abs() + 64 * u * 2.0**-10 + (bound.double() if bound is not None else 0)
+    both_nan = a.isnan() & b.isnan()
+    bad = ~both_nan & ~((a - b).abs() <= allowed) & ~((a == b) & a.isinf())
+    if bad.any():
+        i = int(bad.flatten().nonzero()[0])
+        raise AssertionError(
+            f"{int(bad.sum())} of {a.numel()} elements differ; first at flat index {i}: "
+            f"native {a.flatten()[i].item()!r}, reference {b.flatten()[i].item()!r}, "
+            f"allowed {allowed.flatten()[i].item() if allowed.numel() > 1 else allowed!r}"
+        )
+
+
+def linear_error_bound(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Elementwise bound on |native - reference| for act(x @ w.T + b).
+
+    Both sides accumulate in fp32 in different orders (error ~ sqrt(K) * u32 * sum|x w|);
+    the reference also rounds the GEMM result to the input dtype before the
+    activation (<= one ulp of the dtype of sum|x w|).
+    """
+    dtype = x.dtype
+    k = x.shape[-1]
+    mag = x.abs().double() @ weight.abs().double().T
+    if bias is not None:
+        mag = mag + bias.abs().double()
+    fp32_order = 16 * UNIT_ROUNDOFF[torch.float32] * max(k, 1) ** 0.5 * mag
+    pre_rounding = 2 * UNIT_ROUNDOFF[dtype] * mag if dtype != torch.float32 else 0
+    return fp32_order + pre_rounding
+
+
+def rms_norm_error_bound(reference: torch.Tensor) -> torch.Tensor:
+    """The mean of squares is an fp32 sum of `cols` terms in a different order on each
+    side: a relative error of about sqrt(cols) * u32 in every output of the row."""
+    cols = reference.shape[-1] if reference.dim() else 1
+    return reference.abs().double() * 8 * UNIT_ROUNDOFF[torch.float32] * max(cols, 1) ** 0.5
+
+
+def run(
+    cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run a command; on failure the assertion shows the command and its whole output."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(
+        cmd, env=full_env, cwd=cwd, text=True, capture_output=True, timeout=timeout, check=False
+    )
+    assert proc.returncode == 0, (
+        f"command failed with exit code {proc.returncode}: {' '.join(map(str, cmd))}\n"
+        f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+    )
+    return proc
+
+
+def python_env(**overrides: str) -> dict[str, str]:
+    """Environment for a child Python that must import the *installed* ptkit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
+    env.pop("PYTHONPATH", None)
+    env.update(overrides)
+    return env
+
+
+def child_python(code: str, *, env: dict[str, str] | None = None, python: str = sys.executable,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return run([python, "-c", code], env=env or python_env(), cwd=cwd or Path("/"))
+
+
+def fresh_venv(path: Path, base_python: Path) -> Path:
+    """A new venv that sees ``base_python``'s packages (torch) through a .pth file.
+
+    pip then counts torch as installed and does not download it again.
+    """
+    run([sys.executable, "-m", "venv", str(path)])
+    python = path / "bin" / "python"
+    site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip()
+    base_site = run(
+        [str(base_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+    ).stdout.strip()
+    Path(site, "_base_env.pth").write_text(base_site + "\n")
+    return python
+
+
+def dev_purelib() -> str:
+    return sysconfig.get_path("purelib")
