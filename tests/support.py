@@ -18,11 +18,17 @@ UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat1
 
 
 def assert_matches(
-    native: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype, *, bound: torch.Tensor | None = None
+    native: torch.Tensor,
+    reference: torch.Tensor,
+    dtype: torch.dtype,
+    *,
+    bound: torch.Tensor | None = None,
 ) -> None:
     """Native vs reference: a few ulps of the output dtype, plus an optional per-element
     bound for results whose accumulation order legitimately differs (GEMV)."""
-    assert native.shape == reference.shape, f"shape {tuple(native.shape)} != {tuple(reference.shape)}"
+    assert native.shape == reference.shape, (
+        f"shape {tuple(native.shape)} != {tuple(reference.shape)}"
+    )
     assert native.dtype == reference.dtype == dtype
     a, b = native.double(), reference.double()
     u = UNIT_ROUNDOFF[dtype]
@@ -38,7 +44,9 @@ def assert_matches(
         )
 
 
-def linear_error_bound(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def linear_error_bound(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
     """Elementwise bound on |native - reference| for act(x @ w.T + b).
 
     Both sides accumulate in fp32 in different orders (error ~ sqrt(K) * u32 * sum|x w|);
@@ -63,7 +71,11 @@ def rms_norm_error_bound(reference: torch.Tensor) -> torch.Tensor:
 
 
 def run(
-    cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 600
+    cmd: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 600,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command; on failure the assertion shows the command and its whole output."""
     full_env = {**os.environ, **(env or {})}
@@ -85,8 +97,13 @@ def python_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def child_python(code: str, *, env: dict[str, str] | None = None, python: str = sys.executable,
-                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def child_python(
+    code: str,
+    *,
+    env: dict[str, str] | None = None,
+    python: str = sys.executable,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     return run([python, "-c", code], env=env or python_env(), cwd=cwd or Path("/"))
 
 
@@ -97,7 +114,9 @@ def fresh_venv(path: Path, base_python: Path) -> Path:
     """
     run([sys.executable, "-m", "venv", str(path)])
     python = path / "bin" / "python"
-    site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip()
+    site = run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+    ).stdout.strip()
     base_site = run(
         [str(base_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
     ).stdout.strip()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -60,6 +62,9 @@ def demo() -> None:
     click.echo("")
     torch.manual_seed(0)
     hidden = 4096
+    cases: dict[
+        str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor], tuple[Any, ...]]
+    ]
     cases = {
         "rms_norm": (
             ptkit.ops.rms_norm,
@@ -92,7 +97,7 @@ def demo() -> None:
         out = op(*args)
         elapsed = time.perf_counter() - start
         err = (out.float() - reference(*args).float()).abs().max().item()
-        shape = "x".join(str(s) for s in args[0].shape)  # type: ignore[union-attr]
+        shape = "x".join(str(s) for s in args[0].shape)
         click.echo(f"{name:<14}{shape:<22}{err:<26.3g}{elapsed * 1e6:>8.0f} us")
 
 

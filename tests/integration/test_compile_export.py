@@ -41,5 +41,9 @@ def test_torch_export_keeps_the_custom_ops() -> None:
     x = torch.randn(4, 1, 64)
     exported = torch.export.export(model, (x,))
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
-    assert {"ptkit.rms_norm.default", "ptkit.fused_linear.default", "ptkit.silu_and_mul.default"} <= targets
+    assert {
+        "ptkit.rms_norm.default",
+        "ptkit.fused_linear.default",
+        "ptkit.silu_and_mul.default",
+    } <= targets
     torch.testing.assert_close(exported.module()(x), model(x), rtol=1e-5, atol=1e-5)

@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import child_python, python_env
 
 import ptkit
 from ptkit.runtime import LoadStatus
 from ptkit.runtime.loader import load_native_libraries
-from support import child_python, python_env
 
 NATIVE = Path(ptkit.__file__).resolve().parent / "_native"
 MANIFEST = NATIVE / "ptkit_cpu.manifest.json"
@@ -44,7 +44,9 @@ def _decide(manifest: Path) -> ptkit.runtime.LoadDecision:
 def test_installed_manifest_validates_against_the_schema() -> None:
     import jsonschema
 
-    schema = json.loads((Path(ptkit.__file__).parent / "runtime" / "manifest.schema.json").read_text())
+    schema = json.loads(
+        (Path(ptkit.__file__).parent / "runtime" / "manifest.schema.json").read_text()
+    )
     data = json.loads(MANIFEST.read_text())
     jsonschema.validate(data, schema)
     assert data["backend"] == "cpu" and data["variant"] == "cpu"
@@ -83,7 +85,9 @@ def test_invalid_manifest_json_is_reported(native_copy: Path) -> None:
         ({"backend": "hip"}, "is not a ROCm build; the hip library needs one"),
     ],
 )
-def test_incompatible_manifest_is_skipped_with_reason(native_copy: Path, changes: dict, expected: str) -> None:
+def test_incompatible_manifest_is_skipped_with_reason(
+    native_copy: Path, changes: dict, expected: str
+) -> None:
     _edit_manifest(native_copy, **changes)
     d = _decide(native_copy)
     assert d.status is LoadStatus.SKIPPED
@@ -105,7 +109,9 @@ def _explain(**env: str) -> dict:
 
 def test_disable_native_cpu_switches_to_reference_visibly() -> None:
     out = _explain(PTKIT_DISABLE_NATIVE="cpu")
-    assert out["decisions"] == [["libptkit_cpu.so", "skipped", "native cpu code switched off by PTKIT_DISABLE_NATIVE"]]
+    assert out["decisions"] == [
+        ["libptkit_cpu.so", "skipped", "native cpu code switched off by PTKIT_DISABLE_NATIVE"]
+    ]
     cpu = [r for r in out["routes"] if r["device_type"] == "cpu"]
     assert {r["implementation"] for r in cpu} == {"reference"}
     assert all("PTKIT_DISABLE_NATIVE" in r["reason"] for r in cpu)

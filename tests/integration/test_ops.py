@@ -7,9 +7,17 @@ import sys
 
 import pytest
 import torch
+from support import (
+    DTYPES,
+    REPO,
+    assert_matches,
+    linear_error_bound,
+    python_env,
+    rms_norm_error_bound,
+    run,
+)
 
 import ptkit
-from support import DTYPES, REPO, assert_matches, linear_error_bound, python_env, rms_norm_error_bound, run
 
 pytestmark = pytest.mark.usefixtures("native_cpu_loaded")
 
@@ -26,7 +34,17 @@ def _transposed(t: torch.Tensor) -> torch.Tensor:
 
 
 # Shapes: empty, one element, sizes that are not a multiple of any vector width, a large row.
-RMS_SHAPES = [(0, 8), (3, 0), (1, 1), (1, 7), (3, 33), (2, 3, 4095), (5, 4097), (16, 4096), (1, 65536)]
+RMS_SHAPES = [
+    (0, 8),
+    (3, 0),
+    (1, 1),
+    (1, 7),
+    (3, 33),
+    (2, 3, 4095),
+    (5, 4097),
+    (16, 4096),
+    (1, 65536),
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
@@ -35,7 +53,9 @@ def test_rms_norm_native_matches_reference(shape: tuple[int, ...], dtype: torch.
     x = _randn(*shape, dtype=dtype, scale=3.0)
     w = _randn(shape[-1], dtype=dtype)
     reference = ptkit.ops.rms_norm_reference(x, w, 1e-5)
-    assert_matches(ptkit.ops.rms_norm(x, w, 1e-5), reference, dtype, bound=rms_norm_error_bound(reference))
+    assert_matches(
+        ptkit.ops.rms_norm(x, w, 1e-5), reference, dtype, bound=rms_norm_error_bound(reference)
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
@@ -49,7 +69,12 @@ def test_rms_norm_non_contiguous_inputs(dtype: torch.dtype) -> None:
     assert_matches(out, reference, dtype, bound=rms_norm_error_bound(reference))
     strided_rows = _randn(8, 2, 100, dtype=dtype)[:, 1]
     reference = ptkit.ops.rms_norm_reference(strided_rows, w[:100])
-    assert_matches(ptkit.ops.rms_norm(strided_rows, w[:100]), reference, dtype, bound=rms_norm_error_bound(reference))
+    assert_matches(
+        ptkit.ops.rms_norm(strided_rows, w[:100]),
+        reference,
+        dtype,
+        bound=rms_norm_error_bound(reference),
+    )
 
 
 SILU_SHAPES = [(0, 8), (4, 0), (1, 2), (3, 66), (2, 5, 4098), (7, 8194), (1, 80000)]
@@ -77,14 +102,25 @@ def test_silu_and_mul_extremes_and_non_contiguous(dtype: torch.dtype) -> None:
 
 
 # (rows of x, K, N): decode rows 1..16 take the GEMV, 17+ the library GEMM + epilogue.
-LINEAR_SHAPES = [(0, 8, 4), (1, 0, 5), (1, 1, 1), (1, 7, 3), (4, 33, 17), (16, 4097, 9),
-                 (17, 64, 33), (40, 129, 65), (2, 16384, 8)]
+LINEAR_SHAPES = [
+    (0, 8, 4),
+    (1, 0, 5),
+    (1, 1, 1),
+    (1, 7, 3),
+    (4, 33, 17),
+    (16, 4097, 9),
+    (17, 64, 33),
+    (40, 129, 65),
+    (2, 16384, 8),
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
 @pytest.mark.parametrize("activation", ptkit.ops.ACTIVATIONS)
 @pytest.mark.parametrize("shape", LINEAR_SHAPES, ids=str)
-def test_fused_linear_native_matches_reference(shape: tuple[int, int, int], activation: str, dtype: torch.dtype) -> None:
+def test_fused_linear_native_matches_reference(
+    shape: tuple[int, int, int], activation: str, dtype: torch.dtype
+) -> None:
     m, k, n = shape
     x = _randn(m, k, dtype=dtype)
     w = _randn(n, k, dtype=dtype, scale=1 / math.sqrt(max(k, 1)))
@@ -101,10 +137,19 @@ def test_fused_linear_decode_shape_and_non_contiguous(dtype: torch.dtype) -> Non
     b = _randn(192, dtype=dtype)[::2]
     out = ptkit.ops.fused_linear(x, w, b, "gelu_tanh")
     assert out.shape == (4, 1, 96)
-    assert_matches(out, ptkit.ops.fused_linear_reference(x, w, b, "gelu_tanh"), dtype, bound=linear_error_bound(x, w, b))
+    assert_matches(
+        out,
+        ptkit.ops.fused_linear_reference(x, w, b, "gelu_tanh"),
+        dtype,
+        bound=linear_error_bound(x, w, b),
+    )
     xt = _transposed(_randn(20, 256, dtype=dtype))
-    assert_matches(ptkit.ops.fused_linear(xt, w, b, "relu"), ptkit.ops.fused_linear_reference(xt, w, b, "relu"), dtype,
-                   bound=linear_error_bound(xt, w, b))
+    assert_matches(
+        ptkit.ops.fused_linear(xt, w, b, "relu"),
+        ptkit.ops.fused_linear_reference(xt, w, b, "relu"),
+        dtype,
+        bound=linear_error_bound(xt, w, b),
+    )
 
 
 def test_ops_are_served_natively_on_cpu() -> None:
@@ -119,8 +164,18 @@ def test_native_matches_reference_on_the_baseline_isa() -> None:
     """The library carries one kernel copy per ISA level; PTKIT_CPU_ISA=default runs the
     baseline copy, which must agree with the reference too."""
     run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         str(REPO / "tests" / "integration" / "test_ops.py"), "-k", "native_matches_reference and not baseline"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            str(REPO / "tests" / "integration" / "test_ops.py"),
+            "-k",
+            "native_matches_reference and not baseline",
+        ],
         env=python_env(PTKIT_CPU_ISA="default"),
         cwd=REPO,
     )

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
+from support import REPO, fresh_venv, run
 
 from ptkit.build.audit import audit_elf
-from support import REPO, fresh_venv, run
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +89,9 @@ print(json.dumps({"torch": torch.__version__, "ptkit": ptkit.__version__, "decis
 @pytest.mark.parametrize(
     ("base_env", "torch_version"), [(".venv", "2.14.1"), (".venv-torch213", "2.13.0")]
 )
-def test_one_wheel_runs_on_two_torch_versions(ptkit_wheel: Path, tmp_path: Path, base_env: str, torch_version: str) -> None:
+def test_one_wheel_runs_on_two_torch_versions(
+    ptkit_wheel: Path, tmp_path: Path, base_env: str, torch_version: str
+) -> None:
     base_python = REPO / base_env / "bin" / "python"
     if not base_python.exists():
         pytest.fail(f"{base_env} is missing: run scripts/bootstrap (make test does)")
@@ -100,6 +102,10 @@ def test_one_wheel_runs_on_two_torch_versions(ptkit_wheel: Path, tmp_path: Path,
     assert out["torch"].startswith(torch_version)
     assert out["ptkit"] == "0.1.0+cpu"
     assert out["decisions"][0][:2] == ["libptkit_cpu.so", "loaded"]
-    assert out["routes"] == {"rms_norm": "native", "fused_linear": "native", "silu_and_mul": "native"}
+    assert out["routes"] == {
+        "rms_norm": "native",
+        "fused_linear": "native",
+        "silu_and_mul": "native",
+    }
     worst = max(out["errors"].values())
     assert worst < 2e-2, out["errors"]

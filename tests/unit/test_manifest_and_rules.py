@@ -12,11 +12,19 @@ from ptkit.runtime.manifest import ManifestError, parse_manifest
 from ptkit.runtime.switches import RuntimeSwitches
 
 GOOD = {
-    "schema_version": 1, "package": "ptkit", "namespace": "ptkit", "library": "libptkit_cpu.so",
-    "backend": "cpu", "variant": "cpu", "toolkit": {"name": "gnu", "version": "12.2.0"},
-    "targets": {"isa": ["x86-64-v3", "default"]}, "dropped_targets": [],
+    "schema_version": 1,
+    "package": "ptkit",
+    "namespace": "ptkit",
+    "library": "libptkit_cpu.so",
+    "backend": "cpu",
+    "variant": "cpu",
+    "toolkit": {"name": "gnu", "version": "12.2.0"},
+    "targets": {"isa": ["x86-64-v3", "default"]},
+    "dropped_targets": [],
     "torch": {"target_version": "2.10", "built_with": "2.14.1+cu130"},
-    "platform": "linux-x86_64", "ops": {"rms_norm": ["float32"]}, "sha256": "0" * 64,
+    "platform": "linux-x86_64",
+    "ops": {"rms_norm": ["float32"]},
+    "sha256": "0" * 64,
 }
 P = Path("/pkg/_native/ptkit_cpu.manifest.json")
 
@@ -69,17 +77,47 @@ def _manifest(**changes: object):  # type: ignore[no-untyped-def]
     [
         ({}, TORCH_214_CUDA, NO_SWITCHES, None),
         ({}, TORCH_213_CPU, NO_SWITCHES, None),
-        ({}, TORCH_29, NO_SWITCHES, "needs torch >= 2.10 (stable ABI target), found 2.9.1; upgrade torch"),
-        ({"torch_target_version": (3, 0)}, TORCH_214_CUDA, NO_SWITCHES, "built for the torch 3.x stable ABI"),
-        ({"platform": "linux-aarch64"}, TORCH_214_CUDA, NO_SWITCHES, "built for linux-aarch64, this machine is linux-x86_64"),
-        ({"backend": "cuda"}, TORCH_213_CPU, NO_SWITCHES, "torch 2.13.0+cpu is not a CUDA build; the cuda library needs one"),
+        (
+            {},
+            TORCH_29,
+            NO_SWITCHES,
+            "needs torch >= 2.10 (stable ABI target), found 2.9.1; upgrade torch",
+        ),
+        (
+            {"torch_target_version": (3, 0)},
+            TORCH_214_CUDA,
+            NO_SWITCHES,
+            "built for the torch 3.x stable ABI",
+        ),
+        (
+            {"platform": "linux-aarch64"},
+            TORCH_214_CUDA,
+            NO_SWITCHES,
+            "built for linux-aarch64, this machine is linux-x86_64",
+        ),
+        (
+            {"backend": "cuda"},
+            TORCH_213_CPU,
+            NO_SWITCHES,
+            "torch 2.13.0+cpu is not a CUDA build; the cuda library needs one",
+        ),
         ({"backend": "cuda"}, TORCH_ROCM, NO_SWITCHES, "is a ROCm build (HIP 7.14)"),
         ({"backend": "hip"}, TORCH_214_CUDA, NO_SWITCHES, "torch 2.14.1+cu130 is not a ROCm build"),
         ({"backend": "hip"}, TORCH_ROCM, NO_SWITCHES, None),
         ({"backend": "xpu"}, TORCH_214_CUDA, NO_SWITCHES, "was built without XPU support"),
         ({"backend": "metal"}, TORCH_214_CUDA, NO_SWITCHES, "was built without MPS support"),
-        ({}, TORCH_214_CUDA, RuntimeSwitches(frozenset({"cpu"})), "switched off by PTKIT_DISABLE_NATIVE"),
-        ({}, TORCH_214_CUDA, RuntimeSwitches(force_reference=True), "switched off by PTKIT_FORCE_REFERENCE=1"),
+        (
+            {},
+            TORCH_214_CUDA,
+            RuntimeSwitches(frozenset({"cpu"})),
+            "switched off by PTKIT_DISABLE_NATIVE",
+        ),
+        (
+            {},
+            TORCH_214_CUDA,
+            RuntimeSwitches(force_reference=True),
+            "switched off by PTKIT_FORCE_REFERENCE=1",
+        ),
     ],
 )
 def test_compatibility_rules(manifest_changes, facts, switches, expected) -> None:  # type: ignore[no-untyped-def]
@@ -91,10 +129,16 @@ def test_compatibility_rules(manifest_changes, facts, switches, expected) -> Non
 
 
 def test_switches_parse_comma_lists_and_report_unknown_values() -> None:
-    s = RuntimeSwitches.from_environ({"PTKIT_DISABLE_NATIVE": " CPU, cuda ,, nope", "PTKIT_FORCE_REFERENCE": "maybe"})
+    s = RuntimeSwitches.from_environ(
+        {"PTKIT_DISABLE_NATIVE": " CPU, cuda ,, nope", "PTKIT_FORCE_REFERENCE": "maybe"}
+    )
     assert s.disabled_backends == {"cpu", "cuda"}
     assert not s.force_reference
     assert any("unknown backend 'nope'" in p for p in s.problems)
     assert any("PTKIT_FORCE_REFERENCE: expected 1 or 0, got 'maybe'" in p for p in s.problems)
-    assert RuntimeSwitches.from_environ({"PTKIT_DISABLE_NATIVE": "all"}).disabled_backends >= {"cpu", "cuda", "hip"}
+    assert RuntimeSwitches.from_environ({"PTKIT_DISABLE_NATIVE": "all"}).disabled_backends >= {
+        "cpu",
+        "cuda",
+        "hip",
+    }
     assert RuntimeSwitches.from_environ({"PTKIT_FORCE_REFERENCE": "1"}).force_reference

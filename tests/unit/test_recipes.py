@@ -3,10 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import REPO
 
 from ptkit.build._version_provider import variant_version
 from ptkit.build.recipes import RecipeError, load_recipe
-from support import REPO
 
 RECIPES = REPO / "recipes"
 
@@ -40,6 +40,8 @@ def test_every_problem_is_reported_at_once_with_suggestions(tmp_path: Path) -> N
 
 
 def test_local_label_must_follow_pep440(tmp_path: Path) -> None:
-    (tmp_path / "x.toml").write_text('[variant]\nname = "x"\nbackend = "cpu"\nlocal-version = "CU 13"\n')
+    (tmp_path / "x.toml").write_text(
+        '[variant]\nname = "x"\nbackend = "cpu"\nlocal-version = "CU 13"\n'
+    )
     with pytest.raises(RecipeError, match="is not a PEP 440 local label"):
         load_recipe("x", tmp_path)

@@ -2,6 +2,7 @@
 
 Loaded by the build backend from ``provider-path`` before ptkit is importable,
 so it reads ``recipes.py`` and ``_version.py`` by file path (standard library only).
+The variant is ``$PTKIT_VARIANT`` (default ``cpu``), the same value CMake receives.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,28 +20,25 @@ _HERE = Path(__file__).resolve().parent
 
 def _load_by_path(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    # dataclasses look the module up in sys.modules while the class is created
-    import sys
-
-    sys.modules[name] = module
+    sys.modules[name] = module  # dataclasses look their module up while classes are made
     spec.loader.exec_module(module)
     return module
 
 
 def variant_version(project_root: Path, variant: str) -> str:
-    recipes = _load_by_path("_ptkit_recipes", _HERE / "recipes.py")
+    recipes = _load_by_path("_ptkit_build_recipes", _HERE / "recipes.py")
     recipe = recipes.load_recipe(variant, project_root / "recipes")
     text = (_HERE.parent / "_version.py").read_text(encoding="utf-8")
     match = re.search(r'^BASE_VERSION = "([^"]+)"', text, re.MULTILINE)
     if match is None:
-        raise RuntimeError("src/ptkit/_version.py has no BASE_VERSION")
+        raise RuntimeError(f"{_HERE.parent / '_version.py'} has no BASE_VERSION")
     return f"{match.group(1)}+{recipe.local_version}"
 
 
 def dynamic_metadata(field: str, settings: dict[str, Any]) -> str:
     if field != "version":
         raise RuntimeError(f"ptkit's version provider only sets 'version', not {field!r}")
-    variant = os.environ.get("PTKIT_VARIANT", "cpu")
-    return variant_version(Path.cwd(), variant)
+    return variant_version(Path.cwd(), os.environ.get("PTKIT_VARIANT", "cpu"))

@@ -13,7 +13,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-__all__ = ["ElfAudit", "audit_elf", "FORBIDDEN_NEEDED"]
+__all__ = ["FORBIDDEN_NEEDED", "ElfAudit", "audit_elf"]
 
 # Linking any of these ties the wheel to one Python or one torch build.
 FORBIDDEN_NEEDED = (re.compile(r"^libpython\d"), re.compile(r"^libtorch_python\.so"))
@@ -35,7 +35,9 @@ class ElfAudit:
         found = []
         for lib in self.needed:
             if any(p.match(lib) for p in FORBIDDEN_NEEDED):
-                found.append(f"{self.path.name} links {lib}: the wheel would be tied to one Python/torch")
+                found.append(
+                    f"{self.path.name} links {lib}: the wheel would be tied to one Python/torch"
+                )
         for sym in self.undefined:
             if _TORCH_CXX.match(sym) and not _TORCH_STABLE.match(sym):
                 found.append(
@@ -49,6 +51,7 @@ def audit_elf(path: Path) -> ElfAudit:
     """Read DT_NEEDED, DT_RPATH/DT_RUNPATH and the undefined dynamic symbols of an ELF file."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     needed: list[str] = []
     rpath: list[str] = []
@@ -58,12 +61,15 @@ def audit_elf(path: Path) -> ElfAudit:
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
                 for tag in section.iter_tags():
+                    # pyelftools sets these attributes per tag kind
                     if tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)
-                    elif tag.entry.d_tag in ("DT_RPATH", "DT_RUNPATH"):
-                        rpath.append(getattr(tag, "rpath", None) or tag.runpath)
+                        needed.append(str(getattr(tag, "needed", "")))
+                    elif tag.entry.d_tag == "DT_RPATH":
+                        rpath.append(str(getattr(tag, "rpath", "")))
+                    elif tag.entry.d_tag == "DT_RUNPATH":
+                        rpath.append(str(getattr(tag, "runpath", "")))
         dynsym = elf.get_section_by_name(".dynsym")
-        if dynsym is not None:
+        if isinstance(dynsym, SymbolTableSection):
             for sym in dynsym.iter_symbols():
                 if sym.name and sym["st_shndx"] == "SHN_UNDEF":
                     undefined.append(sym.name)

@@ -54,7 +54,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     Returns:
         A tensor of ``x``'s shape and dtype.
     """
-    return _rms_norm(x, weight, eps)
+    out: torch.Tensor = _rms_norm(x, weight, eps)
+    return out
 
 
 def fused_linear(
@@ -77,7 +78,8 @@ def fused_linear(
     Returns:
         ``[..., out_features]`` in ``x``'s dtype.
     """
-    return _fused_linear(x, weight, bias, activation)
+    out: torch.Tensor = _fused_linear(x, weight, bias, activation)
+    return out
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
@@ -89,4 +91,5 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     Returns:
         ``[..., d]`` in ``x``'s dtype.
     """
-    return _silu_and_mul(x)
+    out: torch.Tensor = _silu_and_mul(x)
+    return out

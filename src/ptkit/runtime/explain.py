@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ptkit.runtime.loader import BACKEND_DISPATCH_KEYS, LoadDecision, LoadStatus, TorchFacts
+from ptkit.runtime.loader import LoadDecision, LoadStatus, TorchFacts
 from ptkit.runtime.switches import RuntimeSwitches
 
 __all__ = ["OpRoute", "device_types", "format_routes", "routes"]

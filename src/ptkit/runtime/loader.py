@@ -22,7 +22,7 @@ import hashlib
 import logging
 import platform
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
@@ -44,6 +44,10 @@ logger = logging.getLogger("ptkit.runtime")
 
 # The dispatch key a backend's kernels register under (ROCm torch reuses CUDA's).
 BACKEND_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "hip": "CUDA", "xpu": "XPU", "metal": "MPS"}
+
+
+# torch.ops.load_library is untyped; this is its real signature.
+_load_library: Callable[[str], None] = torch.ops.load_library
 
 
 class LoadStatus(str, enum.Enum):
@@ -123,7 +127,7 @@ def check_compatibility(
     switches: RuntimeSwitches,
     this_platform: str,
 ) -> str | None:
-    """Rules 1–4: the reason the library must not be loaded here, or None."""
+    """Rules 1-4: the reason the library must not be loaded here, or None."""
     disabled = switches.disabled_reason(manifest.backend)
     if disabled:
         return disabled
@@ -194,7 +198,7 @@ def _decide_and_load(
     if problem:
         return LoadDecision(path, LoadStatus.FAILED, problem, manifest)
     try:
-        torch.ops.load_library(str(manifest.library_path))
+        _load_library(str(manifest.library_path))
     except Exception as exc:  # OSError from dlopen, RuntimeError from registration
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return LoadDecision(path, LoadStatus.FAILED, f"loading failed: {first_line}", manifest)

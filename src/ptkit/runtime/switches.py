@@ -32,8 +32,8 @@ class RuntimeSwitches:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RuntimeSwitches:
         env = os.environ if environ is None else environ
-        problems = []
-        disabled = set()
+        problems: list[str] = []
+        disabled: set[str] = set()
         for item in env.get("PTKIT_DISABLE_NATIVE", "").split(","):
             name = item.strip().lower()
             if not name:
