@@ -4,6 +4,7 @@ symbols, and one wheel serving two torch versions."""
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import zipfile
 from email.parser import Parser
@@ -109,3 +110,21 @@ def test_one_wheel_runs_on_two_torch_versions(
     }
     worst = max(out["errors"].values())
     assert worst < 2e-2, out["errors"]
+    # And the op test suite itself, native against reference, under this torch.
+    run(
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests" / "integration" / "test_ops.py"),
+            "-k",
+            "native_matches_reference and not baseline",
+        ],
+        cwd=REPO,
+        env={
+            k: v for k, v in os.environ.items() if not k.startswith("PTKIT_") and k != "PYTHONPATH"
+        },
+    )

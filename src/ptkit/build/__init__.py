@@ -1,0 +1,1 @@
+"""Build-side tools: variant recipes, the version provider, and audits of built libraries."""
