@@ -1,9 +1,11 @@
 # ptkit's two everyday commands:
 #   make demo   build the cpu wheel, install it into a fresh venv, show it working
-#   make test   build the cpu wheel, install it, run the test suite against it
+#   make test   build the cpu and cu13 wheels, install the cpu one, run the test suite
 PY        := .venv/bin/python
 VARIANT   ?= cpu
 DIST      := dist/$(VARIANT)
+# The variant's pip toolkit, if its recipe pins one (scripts/bootstrap installs it).
+CUDA_ROOT  = $(lastword $(wildcard $(CURDIR)/.toolchains/$(VARIANT)/lib/python*/site-packages/nvidia/cu*))
 
 .PHONY: venv wheel install demo test test-fast lint bench clean
 
@@ -13,7 +15,7 @@ venv:
 # Built into a scratch folder and moved into dist/ only when complete.
 wheel: venv
 	@rm -rf build/wheel-tmp && mkdir -p build/wheel-tmp $(DIST)
-	PTKIT_VARIANT=$(VARIANT) $(PY) -m pip wheel --no-build-isolation --no-deps -q -w build/wheel-tmp . 2>&1 | grep -v '^WARNING: Location' || true
+	PTKIT_VARIANT=$(VARIANT) PTKIT_CUDA_ROOT=$(CUDA_ROOT) $(PY) -m pip wheel --no-build-isolation --no-deps -q -C build-dir=build/cmake-$(VARIANT) -w build/wheel-tmp . 2>&1 | grep -v '^WARNING: Location' || true
 	@test -n "$$(ls build/wheel-tmp/ptkit-*.whl 2>/dev/null)" || { echo "make wheel: no wheel was built (see the output above)"; exit 1; }
 	@rm -f $(DIST)/ptkit-*.whl && mv build/wheel-tmp/ptkit-*.whl $(DIST)/ && ls $(DIST)/ptkit-*.whl
 
@@ -23,8 +25,12 @@ install: wheel
 demo: wheel
 	@scripts/demo $(DIST)/ptkit-*.whl
 
+# The cpu wheel is installed into .venv; the cu13 wheel (CUDA 13.5 from PyPI, all
+# targets) is built too and tested in its own venvs.
 test: install
-	PTKIT_TEST_WHEEL=$$(ls $(DIST)/ptkit-*.whl) $(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory wheel VARIANT=cu13
+	PTKIT_TEST_WHEEL=$$(ls dist/cpu/ptkit-*.whl) PTKIT_TEST_CU13_WHEEL=$$(ls dist/cu13/ptkit-*.whl) \
+		$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
 	$(PY) -m ruff check src tests benchmarks

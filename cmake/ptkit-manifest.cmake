@@ -16,12 +16,14 @@ function(_ptkit_json_string_array out_var)
 endfunction()
 
 # ptkit_install_kernel_library(<target> BACKEND <b> VARIANT <v> PACKAGE <dist> NAMESPACE <ns>
-#     TORCH_TARGET_VERSION <x.y> OPS <op>… DTYPES <dtype>… [ISA <level>…] INSTALL_DIR <dir>)
+#     TORCH_TARGET_VERSION <x.y> TOOLKIT_NAME <n> TOOLKIT_VERSION <v> TARGETS_JSON <json>
+#     [DROPPED <target>…] [AUDIT cuda] OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>)
 # Installs the library into INSTALL_DIR and writes <target>.manifest.json beside it;
 # the sha256 is taken from the installed file, after CMake's install-time RPATH edit.
 function(ptkit_install_kernel_library target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
-    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR" "OPS;DTYPES;ISA")
+    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT"
+    "OPS;DTYPES;DROPPED")
 
   set(m "{}")
   string(JSON m SET "${m}" schema_version "${PTKIT_MANIFEST_SCHEMA_VERSION}")
@@ -30,12 +32,11 @@ function(ptkit_install_kernel_library target)
   string(JSON m SET "${m}" library "\"$<TARGET_FILE_NAME:${target}>\"")
   string(JSON m SET "${m}" backend "\"${arg_BACKEND}\"")
   string(JSON m SET "${m}" variant "\"${arg_VARIANT}\"")
-  string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" compiler_id)
   string(JSON m SET "${m}" toolkit
-    "{\"name\": \"${compiler_id}\", \"version\": \"${CMAKE_CXX_COMPILER_VERSION}\"}")
-  _ptkit_json_string_array(isa ${arg_ISA})
-  string(JSON m SET "${m}" targets "{\"isa\": ${isa}}")
-  string(JSON m SET "${m}" dropped_targets "[]")
+    "{\"name\": \"${arg_TOOLKIT_NAME}\", \"version\": \"${arg_TOOLKIT_VERSION}\"}")
+  string(JSON m SET "${m}" targets "${arg_TARGETS_JSON}")
+  _ptkit_json_string_array(dropped ${arg_DROPPED})
+  string(JSON m SET "${m}" dropped_targets "${dropped}")
   string(JSON m SET "${m}" torch
     "{\"target_version\": \"${arg_TORCH_TARGET_VERSION}\", \"built_with\": \"${PTKIT_TORCH_VERSION}\"}")
   string(TOLOWER "${CMAKE_SYSTEM_NAME}-${CMAKE_SYSTEM_PROCESSOR}" platform)
@@ -55,6 +56,10 @@ function(ptkit_install_kernel_library target)
     set(_ptkit_library \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/$<TARGET_FILE_NAME:${target}>\")
     set(_ptkit_manifest_template \"${template}\")
     set(_ptkit_manifest \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/${target}.manifest.json\")
+    set(_ptkit_audit \"${arg_AUDIT}\")
+    set(_ptkit_python \"${Python_EXECUTABLE}\")
+    set(_ptkit_audit_script \"${PTKIT_PYTHON_TOOLS_DIR}/fatbin.py\")
+    set(_ptkit_cuda_root \"${PTKIT_CUDA_TOOLKIT_ROOT}\")
     include(\"${PTKIT_CMAKE_DIR}/ptkit-write-manifest.cmake\")
   ")
 endfunction()

@@ -6,10 +6,12 @@ if(NOT Python_EXECUTABLE)
   find_package(Python 3.10 COMPONENTS Interpreter REQUIRED)
 endif()
 
-# The recipe reader: the copy inside an installed ptkit, unless the project says otherwise.
-if(NOT PTKIT_RECIPES_MODULE)
-  set(PTKIT_RECIPES_MODULE "${CMAKE_CURRENT_LIST_DIR}/../build/recipes.py")
+# The build-time Python tools (recipes.py, fatbin.py; standard library only): the copies
+# inside an installed ptkit, unless the project points elsewhere (ptkit's own build does).
+if(NOT PTKIT_PYTHON_TOOLS_DIR)
+  set(PTKIT_PYTHON_TOOLS_DIR "${CMAKE_CURRENT_LIST_DIR}/../build")
 endif()
+set(PTKIT_RECIPES_MODULE "${PTKIT_PYTHON_TOOLS_DIR}/recipes.py")
 
 # ptkit_read_recipe(<variant> RECIPES_DIR <dir>): sets PTKIT_RECIPE_<FIELD> in the caller.
 function(ptkit_read_recipe variant)

@@ -5,3 +5,17 @@ file(SHA256 "${_ptkit_library}" _ptkit_sha256)
 string(JSON _ptkit_m SET "${_ptkit_m}" sha256 "\"${_ptkit_sha256}\"")
 file(WRITE "${_ptkit_manifest}" "${_ptkit_m}\n")
 message(STATUS "ptkit: manifest ${_ptkit_manifest} (sha256 ${_ptkit_sha256})")
+
+# CUDA: the targets actually inside the fatbinary must be the manifest's (an arch list
+# lost on the way to nvcc must fail the build, not ship a wheel without GPU code).
+if(_ptkit_audit STREQUAL "cuda")
+  execute_process(
+    COMMAND "${_ptkit_python}" "${_ptkit_audit_script}" check "${_ptkit_manifest}"
+            --cuobjdump "${_ptkit_cuda_root}/bin/cuobjdump"
+    RESULT_VARIABLE _ptkit_rc OUTPUT_VARIABLE _ptkit_out ERROR_VARIABLE _ptkit_out)
+  if(NOT _ptkit_rc EQUAL 0)
+    file(REMOVE "${_ptkit_manifest}")
+    message(FATAL_ERROR "ptkit: fatbinary audit failed for ${_ptkit_library}:\n${_ptkit_out}")
+  endif()
+  message(STATUS "ptkit: ${_ptkit_out}")
+endif()

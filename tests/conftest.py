@@ -37,6 +37,16 @@ def ptkit_wheel() -> Path:
 
 
 @pytest.fixture(scope="session")
+def cu13_wheel() -> Path:
+    """The cu13 wheel: $PTKIT_TEST_CU13_WHEEL (set by `make test`) or the one in dist/cu13/."""
+    given = os.environ.get("PTKIT_TEST_CU13_WHEEL")
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "cu13").glob("ptkit-*.whl"))
+    if not wheels or not wheels[-1].is_file():
+        pytest.fail("no cu13 wheel to test: run `make test` (it builds dist/cu13/ptkit-*.whl)")
+    return wheels[-1].resolve()
+
+
+@pytest.fixture(scope="session")
 def native_cpu_loaded() -> None:
     """Native-vs-reference tests mean nothing if the native library did not load."""
     import ptkit

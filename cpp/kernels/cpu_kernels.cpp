@@ -2,9 +2,11 @@
 // PTKIT_CPU_ISA is the namespace of this copy, PTKIT_CPU_ISA_NAME its name.
 //
 // Every kernel computes in fp32 and rounds once, on the store. Each one is an
-// explicit 8-lane vector main loop (simd.h) plus a tail for sizes that are not a
-// multiple of 8; element-wise tails run the same vector code on a zero-padded
-// copy, so a value's result does not depend on where in a row it sits.
+// explicit vector main loop (8-lane f32x8 from simd.h; element-wise loops take 16
+// elements a step) plus a tail for sizes that are not a multiple of the step. The
+// tails of loops with transcendental math (silu, gelu …) run the same vector code
+// on a zero-padded copy, so that a value's result does not depend on where in a
+// row it sits; the others (rms_norm, gemv's k tail) are plain scalar loops.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,10 +34,14 @@ using simd::kWidth;
 // ---------------------------------------------------------------------------
 // Element types: storage type, 8-lane vector load/store, scalar load/store.
 
+// load2 / store2 move 16 elements as two vectors, in an order of the type's
+// choosing (the same for both): for element-wise loops only.
 struct F32 {
   using T = float;
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f32(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f32(p, v); }
+  static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
   static PTKIT_INLINE float load1(const T* p) { return *p; }
   static PTKIT_INLINE void store1(T* p, float v) { *p = v; }
 };
@@ -44,6 +50,8 @@ struct F16 {
   using T = uint16_t;  // IEEE binary16 bits
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f16(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f16(p, v); }
+  static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
   static PTKIT_INLINE float load1(const T* p) {
     _Float16 h;
     std::memcpy(&h, p, sizeof h);
@@ -59,6 +67,9 @@ struct BF16 {
   using T = uint16_t;  // upper half of an fp32
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_bf16(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_bf16(p, v); }
+  // Even / odd elements: no shuffles (simd::load_bf16_pair).
+  static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { simd::load_bf16_pair(p, a, b); }
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { simd::store_bf16_pair(p, a, b); }
   static PTKIT_INLINE float load1(const T* p) {
     const uint32_t bits = static_cast<uint32_t>(*p) << 16;
     float f;
@@ -116,15 +127,9 @@ PTKIT_INLINE f32x8 activate(f32x8 v) {
   } else if constexpr (A == Activation::relu) {
     return simd::select(v < simd::zero(), simd::zero(), v);  // NaN stays NaN
   } else if constexpr (A == Activation::gelu) {
-    // 0.5 v (1 + erf(v / sqrt 2))
-    const f32x8 e = simd::erf(v * simd::splat(0.70710678118654752f));
-    return simd::splat(0.5f) * v * (simd::splat(1.0f) + e);
+    return simd::gelu(v);
   } else if constexpr (A == Activation::gelu_tanh) {
-    // 0.5 v (1 + tanh(u)) = v sigmoid(2u), u = sqrt(2/pi) (v + 0.044715 v^3):
-    // no cancellation in 1 + tanh(u) for negative v.
-    const f32x8 v3 = v * v * v;
-    const f32x8 u2 = simd::splat(2.0f * 0.7978845608028654f) * simd::fmadd(simd::splat(0.044715f), v3, v);
-    return v / (simd::splat(1.0f) + simd::exp(-u2));
+    return simd::gelu_tanh(v);
   } else {
     return simd::silu(v);
   }
@@ -160,23 +165,25 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
   using T = typename E::T;
   const T* w = static_cast<const T*>(a.weight);
   const int64_t cols = a.cols;
-  const int64_t cv = cols - cols % kWidth;
-  const int64_t cv4 = cols - cols % (4 * kWidth);
+  const int64_t c16 = cols - cols % (2 * kWidth);
+  const int64_t c32 = cols - cols % (4 * kWidth);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const T* x = static_cast<const T*>(a.x) + r * a.x_row_stride;
     T* y = static_cast<T*>(a.y) + r * a.y_row_stride;
 
+    // Pass 1: sum of squares, four accumulators.
     f32x8 s0 = simd::zero(), s1 = simd::zero(), s2 = simd::zero(), s3 = simd::zero();
     int64_t c = 0;
-    for (; c < cv4; c += 4 * kWidth) {
-      const f32x8 v0 = E::load(x + c), v1 = E::load(x + c + kWidth);
-      const f32x8 v2 = E::load(x + c + 2 * kWidth), v3 = E::load(x + c + 3 * kWidth);
+    for (; c < c32; c += 4 * kWidth) {
+      f32x8 v0, v1, v2, v3;
+      E::load2(x + c, v0, v1);
+      E::load2(x + c + 2 * kWidth, v2, v3);
       s0 = simd::fmadd(v0, v0, s0);
       s1 = simd::fmadd(v1, v1, s1);
       s2 = simd::fmadd(v2, v2, s2);
       s3 = simd::fmadd(v3, v3, s3);
     }
-    for (; c < cv; c += kWidth) {
+    for (; c + kWidth <= cols; c += kWidth) {
       const f32x8 v = E::load(x + c);
       s0 = simd::fmadd(v, v, s0);
     }
@@ -186,9 +193,16 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
       ss += v * v;
     }
 
+    // Pass 2: y = x * inv * w (the row is still in L1 / L2).
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(cols) + a.eps);
     const f32x8 vinv = simd::splat(inv);
-    for (c = 0; c < cv; c += kWidth) {
+    for (c = 0; c < c16; c += 2 * kWidth) {
+      f32x8 x0, x1, w0, w1;
+      E::load2(x + c, x0, x1);
+      E::load2(w + c, w0, w1);
+      E::store2(y + c, x0 * vinv * w0, x1 * vinv * w1);
+    }
+    for (; c + kWidth <= cols; c += kWidth) {
       E::store(y + c, E::load(x + c) * vinv * E::load(w + c));
     }
     for (; c < cols; ++c) {
@@ -212,10 +226,10 @@ void silu_and_mul_cols(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, 
   T* y = static_cast<T*>(a.y) + row * a.y_row_stride;
   int64_t c = col_begin;
   for (; c + 2 * kWidth <= col_end; c += 2 * kWidth) {
-    const f32x8 r0 = simd::silu(E::load(g + c)) * E::load(u + c);
-    const f32x8 r1 = simd::silu(E::load(g + c + kWidth)) * E::load(u + c + kWidth);
-    E::store(y + c, r0);
-    E::store(y + c + kWidth, r1);
+    f32x8 g0, g1, u0, u1;
+    E::load2(g + c, g0, g1);
+    E::load2(u + c, u0, u1);
+    E::store2(y + c, simd::silu(g0) * u0, simd::silu(g1) * u1);
   }
   for (; c + kWidth <= col_end; c += kWidth) {
     E::store(y + c, simd::silu(E::load(g + c)) * E::load(u + c));
@@ -253,6 +267,17 @@ void bias_activation_rows(const LinearArgs& a, int64_t row_begin, int64_t row_en
   for (int64_t m = row_begin; m < row_end; ++m) {
     T* y = static_cast<T*>(a.y) + m * a.y_row_stride;
     int64_t c = 0;
+    for (; c + 2 * kWidth <= a.n; c += 2 * kWidth) {
+      f32x8 v0, v1;
+      E::load2(y + c, v0, v1);
+      if (bias != nullptr) {
+        f32x8 b0, b1;
+        E::load2(bias + c, b0, b1);
+        v0 += b0;
+        v1 += b1;
+      }
+      E::store2(y + c, activate<A>(v0), activate<A>(v1));
+    }
     for (; c + kWidth <= a.n; c += kWidth) {
       finish8<E, A>(E::load(y + c), bias ? bias + c : nullptr, y + c, kWidth);
     }
@@ -274,30 +299,50 @@ void bias_activation(const LinearArgs& a, int64_t row_begin, int64_t row_end) {
 // ---------------------------------------------------------------------------
 // gemv: y[m, n] = act(x[m, :] . w[n, :] + bias[n]) for m <= 16.
 //
-// Bandwidth-bound on streaming w, so every weight element is read from memory
-// once for all m rows of x. Outputs go in tiles of 8 columns (two register
-// blocks of 4 weight rows); k goes in chunks of kChunk so that the 4 weight rows
-// of a block (and, for bf16/fp16, their fp32 copy) stay in L1 while each group of
-// 2 x rows passes over them: 4 x 2 accumulators, 4 weight and 2 x registers.
+// Streams w: every weight element comes from memory once for all m rows of x.
+// Outputs go in tiles of 8 columns, k in chunks (chunk_for); within a chunk, each
+// group of x rows passes over the tile's weight rows in register blocks of NR
+// weight rows x MR x rows (NR x MR accumulators, NR weight and 1 x register), and
+// the groups after the first find the weight chunk in L1. The x rows are copied
+// (widened to fp32) chunk-major, so that a chunk of all m rows is one contiguous
+// block that stays in L1 (rows k apart would, for k = 4096 fp32, all fall into
+// the same L1 sets). The m x 8 sums of a tile are reduced and finished (bias,
+// activation, one rounding) together, 8 columns per vector.
+//
+// Blocking (chosen by measurement on Zen 3): fp32 weights 4 x 2 (6 loads per 8
+// FMAs; 8 groups for m = 16). bf16 / fp16 weights, widened to fp32 in registers
+// (paid once per group): 8 x 1 for m = 1 (8 accumulator chains), 4 x 2 for m = 2,
+// else 2 x 6 (up to 6 x rows in one pass, 16 rows in three).
 
-constexpr int kNr = 4;          // weight rows per register block
-constexpr int kMr = 2;          // x rows per register block
-constexpr int kTileN = 8;       // output columns per tile (the epilogue's vector)
-constexpr int64_t kChunk = 512; // k elements per chunk (multiple of 8)
+constexpr int kTileN = 8;        // output columns per tile (the epilogue's vector)
+// k elements per chunk (a multiple of 8): long chunks when one or two x rows make
+// each chunk little work, short ones (x chunk of 16 rows: 8 KiB) otherwise.
+PTKIT_INLINE int64_t chunk_for(int64_t m) { return m <= 2 ? 512 : 128; }
 
-// acc[j][i] += x_j . w_i over [0, len) (len a multiple of 8) for NR weight rows
-// and MR x rows. WE is the weight element type (F32 once packed).
-template <class WE, int NR, int MR>
-PTKIT_INLINE void micro(const typename WE::T* w, int64_t ws, const float* x, int64_t xs, int64_t len,
-                        f32x8 (&acc)[kGemvMaxRows][kTileN], int m0, int n0) {
+using Acc = f32x8[kGemvMaxRows][kTileN];
+
+// Keeps v in a register: otherwise GCC folds the loads into the FMAs as memory
+// operands and loads every weight vector once per x row.
+PTKIT_INLINE f32x8 in_register(f32x8 v) {
+#if defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+// acc[m0 + j][n0 + i] += x_j . w_i over [0, len) (a multiple of 8), for NR weight
+// rows `ws` apart and MR x rows `xs` apart.
+template <class E, int NR, int MR>
+PTKIT_INLINE void micro(const typename E::T* w, int64_t ws, const float* x, int64_t xs, int64_t len, Acc& acc,
+                        int m0, int n0) {
   f32x8 c[MR][NR];
   for (int j = 0; j < MR; ++j)
     for (int i = 0; i < NR; ++i) c[j][i] = acc[m0 + j][n0 + i];
   for (int64_t kk = 0; kk < len; kk += kWidth) {
     f32x8 wv[NR];
-    for (int i = 0; i < NR; ++i) wv[i] = WE::load(w + i * ws + kk);
+    for (int i = 0; i < NR; ++i) wv[i] = in_register(E::load(w + i * ws + kk));
     for (int j = 0; j < MR; ++j) {
-      const f32x8 xv = simd::load_f32(x + j * xs + kk);
+      const f32x8 xv = in_register(simd::load_f32(x + j * xs + kk));
       for (int i = 0; i < NR; ++i) c[j][i] = simd::fmadd(xv, wv[i], c[j][i]);
     }
   }
@@ -305,56 +350,51 @@ PTKIT_INLINE void micro(const typename WE::T* w, int64_t ws, const float* x, int
     for (int i = 0; i < NR; ++i) acc[m0 + j][n0 + i] = c[j][i];
 }
 
-// All m rows against NR weight rows over one k chunk.
-template <class WE, int NR>
-PTKIT_INLINE void block_all_rows(const typename WE::T* w, int64_t ws, const float* x, int64_t xs,
-                                 int64_t len, int64_t m, f32x8 (&acc)[kGemvMaxRows][kTileN], int n0) {
-  int64_t j = 0;
-  for (; j + kMr <= m; j += kMr) micro<WE, NR, kMr>(w, ws, x + j * xs, xs, len, acc, static_cast<int>(j), n0);
-  if (j < m) micro<WE, NR, 1>(w, ws, x + j * xs, xs, len, acc, static_cast<int>(j), n0);
-}
-
-template <class WE>
-PTKIT_INLINE void block_dispatch(int nr, const typename WE::T* w, int64_t ws, const float* x, int64_t xs,
-                                 int64_t len, int64_t m, f32x8 (&acc)[kGemvMaxRows][kTileN], int n0) {
-  switch (nr) {
-    case 4:
-      block_all_rows<WE, 4>(w, ws, x, xs, len, m, acc, n0);
-      break;
-    case 3:
-      block_all_rows<WE, 3>(w, ws, x, xs, len, m, acc, n0);
-      break;
-    case 2:
-      block_all_rows<WE, 2>(w, ws, x, xs, len, m, acc, n0);
-      break;
-    default:
-      block_all_rows<WE, 1>(w, ws, x, xs, len, m, acc, n0);
-      break;
+template <class E, int NR, int MR_MAX>
+PTKIT_INLINE void micro_rows(int mr, const typename E::T* w, int64_t ws, const float* x, int64_t xs, int64_t len,
+                             Acc& acc, int m0, int n0) {
+  if constexpr (MR_MAX > 1) {
+    if (mr == MR_MAX) return micro<E, NR, MR_MAX>(w, ws, x, xs, len, acc, m0, n0);
+    return micro_rows<E, NR, MR_MAX - 1>(mr, w, ws, x, xs, len, acc, m0, n0);
+  } else {
+    return micro<E, NR, 1>(w, ws, x, xs, len, acc, m0, n0);
   }
 }
 
-// fp32 copy of x for half-precision inputs, reused across calls on a thread.
-const float* x_as_f32(const LinearArgs& a, int64_t& xs) {
-  thread_local std::vector<float> buf;
-  const int64_t k = a.k;
-  buf.resize(static_cast<size_t>(a.m * k));
-  dispatch(a.dtype, [&](auto e) {
-    using E = decltype(e);
-    using T = typename E::T;
-    for (int64_t m = 0; m < a.m; ++m) {
-      const T* src = static_cast<const T*>(a.x) + m * a.x_row_stride;
-      float* dst = buf.data() + m * k;
-      int64_t c = 0;
-      for (; c + kWidth <= k; c += kWidth) simd::store_f32(dst + c, E::load(src + c));
-      for (; c < k; ++c) dst[c] = E::load1(src + c);
-    }
-  });
-  xs = k;
-  return buf.data();
-}
+// x as fp32, chunk-major: chunk c (k in [c chunk, (c + 1) chunk)) holds the m rows'
+// pieces one after the other, `chunk` apart. Reused across calls on a thread.
+struct XBlock {
+  const float* base;
+  int64_t chunk;         // k elements per chunk
+  int64_t chunk_stride;  // floats from one chunk to the next
+  int64_t row_stride;    // floats from one row to the next within a chunk
+  PTKIT_INLINE const float* at(int64_t row, int64_t k) const {
+    return base + (k / chunk) * chunk_stride + row * row_stride + k % chunk;
+  }
+};
 
 template <class E>
-void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+XBlock pack_x(const LinearArgs& a, int64_t chunk) {
+  using T = typename E::T;
+  thread_local std::vector<float> buf;
+  const int64_t chunks = (a.k + chunk - 1) / chunk;
+  buf.resize(static_cast<size_t>(chunks * a.m * chunk));
+  const XBlock xb{buf.data(), chunk, a.m * chunk, chunk};
+  for (int64_t m = 0; m < a.m; ++m) {
+    const T* src = static_cast<const T*>(a.x) + m * a.x_row_stride;
+    for (int64_t k0 = 0; k0 < a.k; k0 += chunk) {
+      float* dst = buf.data() + (k0 / chunk) * xb.chunk_stride + m * chunk;
+      const int64_t len = std::min(chunk, a.k - k0);
+      int64_t c = 0;
+      for (; c + kWidth <= len; c += kWidth) simd::store_f32(dst + c, E::load(src + k0 + c));
+      for (; c < len; ++c) dst[c] = E::load1(src + k0 + c);
+    }
+  }
+  return xb;
+}
+
+template <class E, int NR, int MR_MAX>
+void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   using T = typename E::T;
   const int64_t m = a.m;
   const int64_t k = a.k;
@@ -364,37 +404,37 @@ void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
 
-  int64_t xs = a.x_row_stride;
-  const float* x = nullptr;
-  if constexpr (std::is_same_v<E, F32>) {
-    x = static_cast<const float*>(a.x);
+  // fp32 x with one or two rows is read as it is; anything else is packed.
+  const int64_t chunk = chunk_for(m);
+  XBlock xb;
+  if (std::is_same_v<E, F32> && m <= 2) {
+    xb = {static_cast<const float*>(a.x), chunk, chunk, a.x_row_stride};
   } else {
-    x = x_as_f32(a, xs);
+    xb = pack_x<E>(a, chunk);
   }
-  // Half-precision weights are widened once per chunk into an L1-resident fp32
-  // block when more than one group of x rows will read them.
-  constexpr bool kHalf = !std::is_same_v<E, F32>;
-  const bool pack = kHalf && m > kMr;
-  alignas(64) float packed[kNr * kChunk];
+  // Groups of at most MR_MAX x rows, as even as possible (16 = 6 + 5 + 5).
+  const int groups = static_cast<int>((m + MR_MAX - 1) / MR_MAX);
+  int group_begin[kGemvMaxRows + 1] = {};
+  for (int g = 0; g < groups; ++g) group_begin[g + 1] = static_cast<int>(m * (g + 1) / groups);
 
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kTileN) {
     const int cols = static_cast<int>(std::min<int64_t>(kTileN, n_end - n0));
-    f32x8 acc[kGemvMaxRows][kTileN];
+    Acc acc;
     for (int64_t j = 0; j < m; ++j)
       for (int i = 0; i < kTileN; ++i) acc[j][i] = simd::zero();
 
-    for (int64_t k0 = 0; k0 < kv; k0 += kChunk) {
-      const int64_t len = std::min(kChunk, kv - k0);
-      for (int sub = 0; sub < cols; sub += kNr) {
-        const int nr = std::min(kNr, cols - sub);
-        const T* wb = w + (n0 + sub) * ws + k0;
-        if (pack) {
-          for (int i = 0; i < nr; ++i)
-            for (int64_t kk = 0; kk < len; kk += kWidth)
-              simd::store_f32(packed + i * kChunk + kk, E::load(wb + i * ws + kk));
-          block_dispatch<F32>(nr, packed, kChunk, x + k0, xs, len, m, acc, sub);
-        } else {
-          block_dispatch<E>(nr, wb, ws, x + k0, xs, len, m, acc, sub);
+    for (int64_t k0 = 0; k0 < kv; k0 += chunk) {
+      const int64_t len = std::min(chunk, kv - k0);
+      for (int g = 0; g < groups; ++g) {
+        const int m0 = group_begin[g];
+        const int mr = group_begin[g + 1] - m0;
+        const float* xg = xb.at(m0, k0);
+        int sub = 0;
+        for (; sub + NR <= cols; sub += NR) {
+          micro_rows<E, NR, MR_MAX>(mr, w + (n0 + sub) * ws + k0, ws, xg, xb.row_stride, len, acc, m0, sub);
+        }
+        for (; sub < cols; ++sub) {
+          micro_rows<E, 1, MR_MAX>(mr, w + (n0 + sub) * ws + k0, ws, xg, xb.row_stride, len, acc, m0, sub);
         }
       }
     }
@@ -404,9 +444,8 @@ void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
       float tail[kTileN] = {};
       for (int i = 0; i < cols; ++i) {
         const T* wr = w + (n0 + i) * ws;
-        const float* xr = x + j * xs;
         float s = 0.0f;
-        for (int64_t kk = kv; kk < k; ++kk) s += xr[kk] * E::load1(wr + kk);
+        for (int64_t kk = kv; kk < k; ++kk) s += *xb.at(j, kk) * E::load1(wr + kk);
         tail[i] = s;
       }
       const f32x8 sums = simd::concat(simd::hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]),
@@ -416,6 +455,19 @@ void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
       T* out = y + j * a.y_row_stride + n0;
       dispatch_activation(a.activation, [&](auto act) { finish8<E, decltype(act)::value>(v, b, out, cols); });
     }
+  }
+}
+
+template <class E>
+void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  if constexpr (std::is_same_v<E, F32>) {
+    gemv_tiles<E, 4, 2>(a, n_begin, n_end);
+  } else if (a.m == 1) {
+    gemv_tiles<E, 8, 1>(a, n_begin, n_end);  // 8 accumulator chains
+  } else if (a.m == 2) {
+    gemv_tiles<E, 4, 2>(a, n_begin, n_end);
+  } else {
+    gemv_tiles<E, 2, 6>(a, n_begin, n_end);
   }
 }
 

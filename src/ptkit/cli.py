@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -43,6 +44,32 @@ def explain(as_json: bool) -> None:
         click.echo(json.dumps(payload, indent=2))
     else:
         click.echo(ptkit.runtime.format_explain())
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--cuobjdump",
+    envvar="PTKIT_CUOBJDUMP",
+    help="cuobjdump to list CUDA fatbinaries with [env PTKIT_CUOBJDUMP; default: pip's, then PATH].",
+)
+def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
+    """What a wheel or native library contains: manifest, links, symbols, GPU code.
+
+    Exits with status 1 when the audit finds a problem.
+    """
+    try:
+        from ptkit.build.inspection import inspect_path, reports_json
+    except ImportError as exc:  # pyelftools is an extra
+        raise click.ClickException(f"{exc}; install it with: pip install 'ptkit[test]'") from exc
+
+    reports = inspect_path(path, cuobjdump=cuobjdump)
+    if not reports:
+        raise click.ClickException(f"{path} contains no native library")
+    click.echo(reports_json(reports) if as_json else "\n\n".join(r.format() for r in reports))
+    if any(r.problems for r in reports):
+        sys.exit(1)
 
 
 @main.command()

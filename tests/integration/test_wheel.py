@@ -4,8 +4,8 @@ symbols, and one wheel serving two torch versions."""
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import zipfile
 from email.parser import Parser
 from pathlib import Path

@@ -36,6 +36,22 @@ class Targets:
 
     isa: tuple[str, ...] = ()
     """CPU instruction-set levels dispatched at run time ("default" is the baseline)."""
+    cuda: tuple[str, ...] = ()
+    """CUDA targets: ``sm_XY`` (SASS, ``a``/``f`` suffixes allowed) and ``compute_XY`` (PTX)."""
+    cuda_optional: tuple[str, ...] = ()
+    """CUDA targets that may be dropped (recorded in the manifest) when the toolkit lacks them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolkit:
+    """The pinned toolchain of the variant."""
+
+    name: str = ""
+    """``gcc`` (system), ``cuda`` …"""
+    version: str = ""
+    """The toolkit version the recipe is pinned to (``13.5``)."""
+    packages: tuple[str, ...] = ()
+    """pip requirements that provide it (``nvidia-cuda-nvcc==13.5.*`` …)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +70,15 @@ class Recipe:
     """Folder under the index root holding this variant's ``simple/`` tree."""
     targets: Targets
     """Compilation targets."""
+    toolkit: Toolkit = Toolkit()
+    """The pinned toolchain."""
 
 
 _VARIANT_KEYS = {"name", "backend", "description", "local-version", "index-path"}
-_TOP_KEYS = {"variant", "targets"}
-_TARGET_KEYS = {f.name for f in dataclasses.fields(Targets)}
+_TOP_KEYS = {"variant", "targets", "toolkit"}
+_TARGET_KEYS = {f.name.replace("_", "-") for f in dataclasses.fields(Targets)}
+_TOOLKIT_KEYS = {f.name for f in dataclasses.fields(Toolkit)}
+_CUDA_TARGET = re.compile(r"^(sm|compute)_[0-9]{2,3}[af]?$")
 
 
 def recipe_path(variant: str, recipes_dir: Path) -> Path:
@@ -82,6 +102,14 @@ def _str(table: dict[str, Any], key: str, where: str, problems: list[str]) -> st
     return value
 
 
+def _str_list(table: dict[str, Any], key: str, where: str, problems: list[str]) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(i, str) for i in value):
+        problems.append(f"{where}{key} must be a list of strings, got {value!r}")
+        return ()
+    return tuple(value)
+
+
 def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
     """Read and validate one recipe; raise ``RecipeError`` listing all problems."""
     path = recipe_path(variant, recipes_dir)
@@ -101,6 +129,8 @@ def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
     targets_table = data.get("targets", {})
     problems += _unknown(set(table), _VARIANT_KEYS, "variant.")
     problems += _unknown(set(targets_table), _TARGET_KEYS, "targets.")
+    toolkit_table = data.get("toolkit", {})
+    problems += _unknown(set(toolkit_table), _TOOLKIT_KEYS, "toolkit.")
 
     name = _str(table, "name", "variant.", problems)
     if name and name != variant:
@@ -116,10 +146,18 @@ def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
             f"variant.local-version {local!r} is not a PEP 440 local label "
             "(lower-case letters, digits and dots)"
         )
-    isa = targets_table.get("isa", [])
-    if not isinstance(isa, list) or not all(isinstance(i, str) for i in isa):
-        problems.append(f"targets.isa must be a list of strings, got {isa!r}")
-        isa = []
+    isa = _str_list(targets_table, "isa", "targets.", problems)
+    cuda = _str_list(targets_table, "cuda", "targets.", problems)
+    cuda_optional = _str_list(targets_table, "cuda-optional", "targets.", problems)
+    for target in (*cuda, *cuda_optional):
+        if not _CUDA_TARGET.match(target):
+            problems.append(
+                f"targets.cuda: {target!r} is not a CUDA target (expected sm_90, sm_90a, "
+                "sm_100f or compute_120)"
+            )
+    if backend and backend != "cuda" and (cuda or cuda_optional):
+        problems.append(f"targets.cuda is set but the backend is {backend!r}, not 'cuda'")
+    packages = _str_list(toolkit_table, "packages", "toolkit.", problems)
 
     if problems:
         raise RecipeError(f"{path}: " + "; ".join(problems))
@@ -129,24 +167,37 @@ def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
         description=str(table.get("description", "")),
         local_version=local,
         index_path=str(table.get("index-path", name)),
-        targets=Targets(isa=tuple(isa)),
+        targets=Targets(isa=isa, cuda=cuda, cuda_optional=cuda_optional),
+        toolkit=Toolkit(
+            name=str(toolkit_table.get("name", "")),
+            version=str(toolkit_table.get("version", "")),
+            packages=packages,
+        ),
     )
 
 
 def _cmake_main(argv: list[str]) -> int:
-    """``python recipes.py cmake <recipes_dir> <variant>``: FIELD=value lines for CMake."""
-    if len(argv) != 3 or argv[0] != "cmake":
-        print("usage: recipes.py cmake <recipes_dir> <variant>", file=sys.stderr)
+    """``python recipes.py cmake <recipes_dir> <variant>``: FIELD=value lines for CMake;
+    ``python recipes.py toolkit <recipes_dir> <variant>``: the toolkit's pip requirements."""
+    if len(argv) != 3 or argv[0] not in ("cmake", "toolkit"):
+        print("usage: recipes.py cmake|toolkit <recipes_dir> <variant>", file=sys.stderr)
         return 2
     try:
         recipe = load_recipe(argv[2], Path(argv[1]))
     except RecipeError as exc:
         print(exc, file=sys.stderr)
         return 1
+    if argv[0] == "toolkit":
+        for package in recipe.toolkit.packages:
+            print(package)
+        return 0
     print(f"NAME={recipe.name}")
     print(f"BACKEND={recipe.backend}")
     print(f"LOCAL_VERSION={recipe.local_version}")
     print(f"ISA={','.join(recipe.targets.isa)}")
+    print(f"CUDA_TARGETS={','.join(recipe.targets.cuda)}")
+    print(f"CUDA_OPTIONAL_TARGETS={','.join(recipe.targets.cuda_optional)}")
+    print(f"TOOLKIT_VERSION={recipe.toolkit.version}")
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ptkit.runtime.cuda_targets import cuda_coverage
 from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
 from ptkit.runtime.switches import RuntimeSwitches
 
@@ -78,13 +79,16 @@ class LoadDecision:
 
 @dataclasses.dataclass(frozen=True)
 class TorchFacts:
-    """What the loader needs to know about the running torch."""
+    """What the loader needs to know about the running torch and its devices."""
 
     version: str
     cuda: str | None
     hip: str | None
     has_xpu: bool
     has_mps: bool
+    # Compute capability of each visible CUDA device, and the driver's CUDA version.
+    cuda_devices: tuple[tuple[int, int], ...] = ()
+    cuda_driver: tuple[int, int] | None = None
 
     @property
     def major_minor(self) -> tuple[int, int]:
@@ -93,12 +97,24 @@ class TorchFacts:
 
     @classmethod
     def from_torch(cls) -> TorchFacts:
+        devices: tuple[tuple[int, int], ...] = ()
+        driver = None
+        if torch.version.cuda and torch.cuda.is_available():
+            devices = tuple(
+                torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())
+            )
+            # cudaDriverGetVersion: e.g. 13050 for CUDA 13.5 (private in torch, hence getattr)
+            get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+            raw = int(get_driver()) if get_driver is not None else 0
+            driver = (raw // 1000, raw % 1000 // 10) if raw > 0 else None
         return cls(
             version=torch.__version__,
             cuda=torch.version.cuda,
             hip=getattr(torch.version, "hip", None),
             has_xpu=hasattr(torch, "xpu") and torch.xpu._is_compiled(),
             has_mps=torch.backends.mps.is_built(),
+            cuda_devices=devices,
+            cuda_driver=driver,
         )
 
     def backend_absent_reason(self, backend: str) -> str | None:
@@ -136,6 +152,10 @@ def check_compatibility(
     absent = facts.backend_absent_reason(manifest.backend)
     if absent:
         return f"{absent}; the {manifest.backend} library needs one"
+    if manifest.backend == "cuda":
+        cuda_problem = _cuda_problem(manifest, facts)
+        if cuda_problem:
+            return cuda_problem
     target = manifest.torch_target_version
     running = facts.major_minor
     if running[0] != target[0]:
@@ -148,6 +168,29 @@ def check_compatibility(
             f"needs torch >= {manifest.torch_target_version_str} (stable ABI target), found "
             f"{facts.version}; upgrade torch"
         )
+    return None
+
+
+def _version_pair(text: str) -> tuple[int, int]:
+    match = re.match(r"^(\d+)\.(\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def _cuda_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
+    """CUDA of the same major as torch's, and every visible device covered."""
+    toolkit = _version_pair(manifest.toolkit.get("version", ""))
+    torch_cuda = _version_pair(facts.cuda or "")
+    if toolkit[0] != torch_cuda[0]:
+        return (
+            f"built with CUDA {manifest.toolkit.get('version')}, torch {facts.version} uses CUDA "
+            f"{facts.cuda}: the CUDA major versions differ; install the matching ptkit variant"
+        )
+    sass = manifest.targets.get("sass", ())
+    ptx = manifest.targets.get("ptx", ())
+    for index, capability in enumerate(facts.cuda_devices):
+        coverage = cuda_coverage(capability, sass, ptx, facts.cuda_driver, toolkit)
+        if not coverage.covered:
+            return f"cuda:{index}: {coverage.how}"
     return None
 
 
@@ -207,6 +250,18 @@ def _decide_and_load(
         isa = _cpu_isa(manifest.library_path)
         if isa:
             details.append(("isa", isa))
+    elif manifest.backend == "cuda":
+        if not facts.cuda_devices:
+            details.append(("devices", "no CUDA device visible"))
+        for index, capability in enumerate(facts.cuda_devices):
+            how = cuda_coverage(
+                capability,
+                manifest.targets.get("sass", ()),
+                manifest.targets.get("ptx", ()),
+                facts.cuda_driver,
+                _version_pair(manifest.toolkit.get("version", "")),
+            ).how
+            details.append((f"cuda:{index}", how))
     reason = (
         f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, "
         f"stable ABI target {manifest.torch_target_version_str}"

@@ -55,6 +55,22 @@ PTKIT_INLINE f32x8 select(i32x8 mask, f32x8 a, f32x8 b) {
 }
 PTKIT_INLINE i32x8 select_i(i32x8 mask, i32x8 a, i32x8 b) { return (mask & a) | (~mask & b); }
 
+// max(a, b) / min(a, b); when a lane of x is NaN the result is NaN (x passes through).
+PTKIT_INLINE f32x8 max_nan(f32x8 lo, f32x8 x) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+  return _mm256_max_ps(lo, x);  // returns the second operand when either is NaN
+#else
+  return select(x < lo, lo, x);
+#endif
+}
+PTKIT_INLINE f32x8 min_nan(f32x8 hi, f32x8 x) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+  return _mm256_min_ps(hi, x);
+#else
+  return select(x > hi, hi, x);
+#endif
+}
+
 // a * b + c, fused where the target has FMA (baseline x86-64 has not).
 PTKIT_INLINE f32x8 fmadd(f32x8 a, f32x8 b, f32x8 c) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__FMA__)
@@ -83,20 +99,48 @@ PTKIT_INLINE f32x8 load_f32(const float* p) {
 PTKIT_INLINE void store_f32(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
 
 PTKIT_INLINE f32x8 load_bf16(const uint16_t* p) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX2__)
+  // One vpmovzxwd (GCC 12 splits __builtin_convertvector into two 128-bit halves).
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return (f32x8)_mm256_slli_epi32(w, 16);
+#else
   u16x8 h;
   std::memcpy(&h, p, sizeof h);
   return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
+#endif
 }
 
 // Round to nearest even; a NaN stays a (quiet) NaN, as the scalar store does.
 PTKIT_INLINE u32x8 bf16_bits(f32x8 v) {
   const i32x8 bits = as_i(v);
-  const i32x8 nan = (bits & 0x7fffffff) > 0x7f800000;
+  const i32x8 nan = v != v;
   const u32x8 ub = (u32x8)bits;
   const u32x8 rounded = (ub + 0x7fffu + ((ub >> 16) & 1u)) >> 16;
   const u32x8 quiet = (ub >> 16) | 0x40u;
   return (u32x8)select_i(nan, (i32x8)quiet, (i32x8)rounded);
 }
+// 16 bf16 values as two fp32 vectors without any shuffle: the 32-bit word i holds
+// elements 2i and 2i + 1, so `word << 16` is one of them and `word & 0xffff0000`
+// the other. The pair is in an interleaved order, so this is only for element-wise
+// work where every operand is loaded the same way (store_bf16_pair undoes it).
+PTKIT_INLINE void load_bf16_pair(const uint16_t* p, f32x8& lo, f32x8& hi) {
+  i32x8 w;
+  std::memcpy(&w, p, sizeof w);
+  lo = as_f(w << 16);
+  hi = as_f(w & splat_i(static_cast<int32_t>(0xffff0000u)));
+}
+// The rounded bf16 in the upper half of each lane (lower half garbage).
+PTKIT_INLINE i32x8 bf16_upper(f32x8 v) {
+  const i32x8 bits = as_i(v);
+  const i32x8 nan = v != v;
+  const i32x8 rounded = bits + 0x7fff + ((bits >> 16) & 1);
+  return select_i(nan, bits | 0x00400000, rounded);
+}
+PTKIT_INLINE void store_bf16_pair(uint16_t* p, f32x8 lo, f32x8 hi) {
+  const u32x8 w = ((u32x8)bf16_upper(lo) >> 16) | ((u32x8)bf16_upper(hi) & 0xffff0000u);
+  std::memcpy(p, &w, sizeof w);
+}
+
 PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
   const u32x8 b = bf16_bits(v);
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX2__)
@@ -166,87 +210,166 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
 // ---------------------------------------------------------------------------
 // Reductions.
 
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define PTKIT_SIMD_SHUFFLEVECTOR 1  // Clang, GCC >= 12
+#endif
+#endif
+
+#if defined(PTKIT_SIMD_SHUFFLEVECTOR)
 PTKIT_INLINE f32x4 lo4(f32x8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
 PTKIT_INLINE f32x4 hi4(f32x8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
+PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) { return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7); }
+#else
+PTKIT_INLINE f32x4 lo4(f32x8 v) {
+  f32x4 r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
+PTKIT_INLINE f32x4 hi4(f32x8 v) {
+  f32x4 r;
+  std::memcpy(&r, reinterpret_cast<const char*>(&v) + sizeof r, sizeof r);
+  return r;
+}
+PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) {
+  f32x8 r;
+  std::memcpy(&r, &lo, sizeof lo);
+  std::memcpy(reinterpret_cast<char*>(&r) + sizeof lo, &hi, sizeof hi);
+  return r;
+}
+#endif
 
 PTKIT_INLINE float hsum(f32x8 v) {
   const f32x4 s = lo4(v) + hi4(v);
-  const f32x4 t = s + __builtin_shufflevector(s, s, 2, 3, 0, 1);
-  return t[0] + t[1];
+  return (s[0] + s[2]) + (s[1] + s[3]);
 }
 
 // {sum(a), sum(b), sum(c), sum(d)}
 PTKIT_INLINE f32x4 hsum4(f32x8 a, f32x8 b, f32x8 c, f32x8 d) {
   const f32x4 a4 = lo4(a) + hi4(a), b4 = lo4(b) + hi4(b);
   const f32x4 c4 = lo4(c) + hi4(c), d4 = lo4(d) + hi4(d);
+#if defined(PTKIT_SIMD_SHUFFLEVECTOR)
   const f32x4 ab = __builtin_shufflevector(a4, b4, 0, 4, 2, 6) + __builtin_shufflevector(a4, b4, 1, 5, 3, 7);
   const f32x4 cd = __builtin_shufflevector(c4, d4, 0, 4, 2, 6) + __builtin_shufflevector(c4, d4, 1, 5, 3, 7);
   return __builtin_shufflevector(ab, cd, 0, 1, 4, 5) + __builtin_shufflevector(ab, cd, 2, 3, 6, 7);
-}
-
-PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) {
-  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+  return f32x4{(a4[0] + a4[1]) + (a4[2] + a4[3]), (b4[0] + b4[1]) + (b4[2] + b4[3]),
+               (c4[0] + c4[1]) + (c4[2] + c4[3]), (d4[0] + d4[1]) + (d4[2] + d4[3])};
+#endif
 }
 
 // ---------------------------------------------------------------------------
 // Math.
 
-// e^x, within ~2 ulp over the whole fp32 range; no libm / libmvec call.
-// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-constant ln2), e^r by a
-// degree-6 polynomial (Cephes expf), 2^n built from exponent bits in two halves
-// so that subnormal results and the overflow edge stay exact.
-// x > 88.72… gives +inf, x < -103.97… gives +0, NaN stays NaN.
-PTKIT_INLINE f32x8 exp(f32x8 x) {
-  // Clamp (a NaN compares false and passes through unchanged).
-  x = select(x > splat(89.0f), splat(89.0f), x);
-  x = select(x < splat(-104.0f), splat(-104.0f), x);
+// e^x = p * s1 * s2, within ~1 ulp over the whole fp32 range; no libm / libmvec.
+// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-constant ln2), e^r = p by a
+// degree-6 polynomial (Cephes expf), 2^n = s1 * s2 from exponent bits in two
+// halves, so that subnormal results and the overflow edge come out right:
+// x > 88.72… gives +inf, x < -103.97… gives +0, NaN stays NaN. (The clamp at
+// -110 rather than -104 keeps x e^x exact for silu down to where it rounds to 0.)
+struct ExpParts {
+  f32x8 p, s1, s2;
+};
+PTKIT_INLINE ExpParts exp_parts(f32x8 x) {
+  // Clamp (a NaN passes through unchanged).
+  x = min_nan(splat(89.0f), max_nan(splat(-110.0f), x));
   // n = round(x / ln2) by the 1.5 * 2^23 trick: t's low mantissa bits hold n.
   const f32x8 magic = splat(12582912.0f);
   const f32x8 t = fmadd(x, splat(1.44269504088896341f), magic);
   const f32x8 n = t - magic;
   f32x8 r = fnmadd(n, splat(0.693359375f), x);
   r = fnmadd(n, splat(-2.12194440e-4f), r);
-  f32x8 p = splat(1.9875691500e-4f);
-  p = fmadd(p, r, splat(1.3981999507e-3f));
-  p = fmadd(p, r, splat(8.3334519073e-3f));
-  p = fmadd(p, r, splat(4.1665795894e-2f));
-  p = fmadd(p, r, splat(1.6666665459e-1f));
-  p = fmadd(p, r, splat(5.0000001201e-1f));
-  p = fmadd(p, r * r, r) + splat(1.0f);
-  // 2^n = 2^n1 * 2^n2, n in [-150, 128] so both halves are normal numbers.
+  // e^r = 1 + r + r^2 P(r), P evaluated by Estrin's scheme (a short dependency chain).
+  const f32x8 r2 = r * r;
+  const f32x8 p45 = fmadd(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
+  const f32x8 p23 = fmadd(splat(8.3334519073e-3f), r, splat(4.1665795894e-2f));
+  const f32x8 p01 = fmadd(splat(1.6666665459e-1f), r, splat(5.0000001201e-1f));
+  const f32x8 p = fmadd(fmadd(p45, r2, p23), r2, p01);
+  const f32x8 er = fmadd(p, r2, r) + splat(1.0f);
+  // n in [-159, 128], so both halves are normal numbers.
   const i32x8 ni = as_i(t) - as_i(magic);
   const i32x8 n1 = ni >> 1;
   const i32x8 n2 = ni - n1;
-  return p * as_f((n1 + 127) << 23) * as_f((n2 + 127) << 23);
+  return {er, as_f((n1 + 127) << 23), as_f((n2 + 127) << 23)};
 }
 
-// x * sigmoid(x) = x / (1 + e^-x). x -> -inf gives -0 (e^-x is +inf there; the
-// plain formula would make -inf / inf = NaN), +inf gives +inf, NaN stays NaN.
+PTKIT_INLINE f32x8 exp(f32x8 x) {
+  const ExpParts e = exp_parts(x);
+  return e.p * e.s1 * e.s2;  // p * s1 is exact; one rounding
+}
+
+// x * sigmoid(x) = x / (1 + E), E = e^-x = er 2^n, evaluated as
+//   (x 2^-m) / (2^-m + er 2^(n - m)),  m = max(n, 0),
+// i.e. the plain formula (same error profile as torch's: <= ~2.3 ulp, mean ~0.34)
+// with numerator and denominator scaled by 2^-m so that E never overflows: for
+// x < -88.7 (E > FLT_MAX, where x / (1 + E) would give -0) the result stays
+// accurate down to the subnormals (x e^x), and x < -110 (rounds to 0) and -inf
+// give -0 (the plain formula: -inf / inf = NaN). +inf gives +inf, NaN stays NaN.
 PTKIT_INLINE f32x8 silu(f32x8 x) {
-  const f32x8 e = exp(-x);
-  const f32x8 y = x / (splat(1.0f) + e);
-  return select(x == splat(-__builtin_inff()), splat(-0.0f), y);
+  const f32x8 xl = max_nan(splat(-110.0f), x);  // a NaN passes through
+  const f32x8 a = -min_nan(splat(88.0f), xl);   // E = e^a; a >= -88: 1 + E == 1 beyond
+  const f32x8 magic = splat(12582912.0f);
+  const f32x8 t = fmadd(a, splat(1.44269504088896341f), magic);
+  const f32x8 n = t - magic;
+  f32x8 r = fnmadd(n, splat(0.693359375f), a);
+  r = fnmadd(n, splat(-2.12194440e-4f), r);
+  const f32x8 r2 = r * r;
+  const f32x8 p45 = fmadd(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
+  const f32x8 p23 = fmadd(splat(8.3334519073e-3f), r, splat(4.1665795894e-2f));
+  const f32x8 p01 = fmadd(splat(1.6666665459e-1f), r, splat(5.0000001201e-1f));
+  const f32x8 p = fmadd(fmadd(p45, r2, p23), r2, p01);
+  const f32x8 er = fmadd(p, r2, r) + splat(1.0f);
+  // n in [-127, 159]; m in [0, 159] as 2^-m1 2^-m2 (normal halves), n - m in [-127, 0].
+  const i32x8 ni = as_i(t) - as_i(magic);
+  const i32x8 m = select_i(ni > splat_i(0), ni, splat_i(0));
+  const i32x8 m1 = m >> 1;
+  const i32x8 m2 = m - m1;
+  const f32x8 inv1 = as_f((splat_i(127) - m1) << 23);
+  const f32x8 inv2 = as_f((splat_i(127) - m2) << 23);
+  const f32x8 num = xl * inv1 * inv2;  // exact unless subnormal (then one rounding)
+  const f32x8 den = fmadd(er, as_f(((ni - m) + 127) << 23), inv1 * inv2);
+  return num / den;
 }
 
-// erf(x): Eigen's / XLA's rational approximation x P(x^2) / Q(x^2) on [-4, 4]
-// (|error| ~ 1e-7; erf(+-4) rounds to +-1 in fp32).
-PTKIT_INLINE f32x8 erf(f32x8 x) {
-  x = select(x > splat(4.0f), splat(4.0f), x);
-  x = select(x < splat(-4.0f), splat(-4.0f), x);
+// gelu(x) = x Phi(x) = 0.5 x erfc(-x / sqrt 2), with erfc from the Chebyshev fit
+// of Numerical Recipes (erfcc: erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2),
+// relative error < 1.2e-7 for all z >= 0): Phi(x) = erfc(|z|) / 2 for x < 0 and
+// 1 - erfc(|z|) / 2 otherwise, so the negative tail keeps its relative accuracy
+// (1 + erf(z) would cancel). -z^2 = -x^2 / 2 and the exponent argument are kept
+// as hi + lo (exact with FMA): within ~8 ulp everywhere with FMA, ~70 ulp deep in
+// the negative tail without. -inf gives NaN (-inf * 0), as in torch.
+PTKIT_INLINE f32x8 gelu(f32x8 x) {
+  const f32x8 z = as_f(as_i(x) & splat_i(0x7fffffff)) * splat(0.70710678118654752f);
+  const f32x8 t = splat(1.0f) / fmadd(splat(0.5f), z, splat(1.0f));
+  f32x8 p = splat(0.17087277f);
+  p = fmadd(p, t, splat(-0.82215223f));
+  p = fmadd(p, t, splat(1.48851587f));
+  p = fmadd(p, t, splat(-1.13520398f));
+  p = fmadd(p, t, splat(0.27886807f));
+  p = fmadd(p, t, splat(-0.18628806f));
+  p = fmadd(p, t, splat(0.09678418f));
+  p = fmadd(p, t, splat(0.37409196f));
+  p = fmadd(p, t, splat(1.00002368f));
+  p = fmadd(p, t, splat(-1.26551223f));
+  // s + lo = p - x^2 / 2 (two-sum; x^2's rounding error by FMA).
   const f32x8 x2 = x * x;
-  f32x8 p = splat(-2.72614225801306e-10f);
-  p = fmadd(p, x2, splat(2.77068142495902e-08f));
-  p = fmadd(p, x2, splat(-2.10102402082508e-06f));
-  p = fmadd(p, x2, splat(-5.69250639462346e-05f));
-  p = fmadd(p, x2, splat(-7.34990630326855e-04f));
-  p = fmadd(p, x2, splat(-2.95459980854025e-03f));
-  p = fmadd(p, x2, splat(-1.60960333262415e-02f));
-  f32x8 q = splat(-1.45660718464996e-05f);
-  q = fmadd(q, x2, splat(-2.13374055278905e-04f));
-  q = fmadd(q, x2, splat(-1.68282697438203e-03f));
-  q = fmadd(q, x2, splat(-7.37332916720468e-03f));
-  q = fmadd(q, x2, splat(-1.42647390514189e-02f));
-  return x * p / q;
+  const f32x8 x2lo = fmadd(x, x, -x2);
+  const f32x8 a = splat(-0.5f) * x2;
+  const f32x8 s = a + p;
+  const f32x8 bb = s - a;
+  f32x8 lo = ((a - (s - bb)) + (p - bb)) - splat(0.5f) * x2lo;
+  lo = select(lo == lo, lo, zero());  // NaN from inf - inf when x^2 overflows
+  const f32x8 es = exp(s);
+  const f32x8 half_ec = splat(0.5f) * t * fmadd(es, lo, es);
+  return x * select(x < zero(), half_ec, splat(1.0f) - half_ec);
+}
+
+// gelu with tanh: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+// no cancellation in 1 + tanh(u) for negative x.
+PTKIT_INLINE f32x8 gelu_tanh(f32x8 x) {
+  const f32x8 x3 = x * x * x;
+  const f32x8 u2 = splat(2.0f * 0.7978845608028654f) * fmadd(splat(0.044715f), x3, x);
+  return x / (splat(1.0f) + exp(-u2));
 }
 
 }  // namespace ptkit::cpu::PTKIT_CPU_ISA::simd

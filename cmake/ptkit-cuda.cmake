@@ -1,0 +1,176 @@
+# CUDA: find the toolkit (PyPI's nvidia-cuda-nvcc first, a system CUDA only when
+# asked for), resolve the requested targets against what its nvcc can build, and
+# compile with exactly those -gencode flags.
+include_guard(GLOBAL)
+
+set(PTKIT_CUDA_ROOT "$ENV{PTKIT_CUDA_ROOT}" CACHE PATH
+    "CUDA toolkit root (bin/nvcc, include, lib); default: the pip toolkit of the build Python")
+option(PTKIT_CUDA_USE_SYSTEM "Use the system CUDA toolkit (CUDAToolkit_ROOT or nvcc on PATH)" OFF)
+
+# The oldest toolkit that can build each architecture, for the error message.
+set(_PTKIT_CUDA_MIN_VERSION_90 "11.8")
+set(_PTKIT_CUDA_MIN_VERSION_100 "12.8")
+set(_PTKIT_CUDA_MIN_VERSION_103 "12.9")
+set(_PTKIT_CUDA_MIN_VERSION_107 "13.5")
+set(_PTKIT_CUDA_MIN_VERSION_110 "13.0")
+set(_PTKIT_CUDA_MIN_VERSION_120 "12.8")
+set(_PTKIT_CUDA_MIN_VERSION_121 "12.9")
+
+# _ptkit_find_nvcc(): PTKIT_NVCC, PTKIT_CUDA_ROOT, PTKIT_CUDA_VERSION, PTKIT_CUDA_SOURCE.
+function(_ptkit_find_nvcc)
+  set(source "")
+  set(root "${PTKIT_CUDA_ROOT}")
+  if(root)
+    set(source "PTKIT_CUDA_ROOT")
+  elseif(PTKIT_CUDA_USE_SYSTEM)
+    if(CUDAToolkit_ROOT)
+      set(root "${CUDAToolkit_ROOT}")
+    else()
+      find_program(_system_nvcc nvcc REQUIRED)
+      execute_process(COMMAND "${_system_nvcc}" -v --version OUTPUT_QUIET ERROR_VARIABLE verbose)
+      if(verbose MATCHES "#\\$ TOP=([^\r\n]*)")
+        get_filename_component(root "${CMAKE_MATCH_1}" ABSOLUTE)
+      else()
+        get_filename_component(root "${_system_nvcc}" DIRECTORY)
+        get_filename_component(root "${root}/.." ABSOLUTE)
+      endif()
+    endif()
+    set(source "system")
+  else()
+    # nvidia-cuda-nvcc installs nvidia/cu<major>/bin/nvcc into the build Python's site-packages.
+    execute_process(
+      COMMAND "${Python_EXECUTABLE}" -c [=[
+import importlib.util, pathlib
+spec = importlib.util.find_spec("nvidia")
+roots = [pathlib.Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+found = sorted(n.parent.parent for r in roots for n in r.glob("cu*/bin/nvcc"))
+print(found[-1].as_posix() if found else "")
+]=]
+      OUTPUT_VARIABLE root OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set(source "pip")
+  endif()
+  if(NOT root OR NOT EXISTS "${root}/bin/nvcc")
+    message(FATAL_ERROR
+      "ptkit: no CUDA toolkit found (looked for nvcc from pip in ${Python_EXECUTABLE}'s "
+      "site-packages). Install the recipe's toolkit: pip install 'nvidia-cuda-nvcc==13.5.*' "
+      "'nvidia-cuda-runtime==13.5.*' 'nvidia-cuda-crt==13.5.*' 'nvidia-cuda-cccl==13.*', "
+      "or set PTKIT_CUDA_ROOT to a toolkit, or -DPTKIT_CUDA_USE_SYSTEM=ON for the system CUDA.")
+  endif()
+  execute_process(COMMAND "${root}/bin/nvcc" --version OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "release ([0-9]+\\.[0-9]+), V([0-9.]+)")
+    message(FATAL_ERROR "ptkit: ${root}/bin/nvcc --version failed: ${out}")
+  endif()
+  set(PTKIT_NVCC "${root}/bin/nvcc" PARENT_SCOPE)
+  set(PTKIT_CUDA_TOOLKIT_ROOT "${root}" PARENT_SCOPE)
+  set(PTKIT_CUDA_VERSION "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  set(PTKIT_CUDA_FULL_VERSION "${CMAKE_MATCH_2}" PARENT_SCOPE)
+  set(PTKIT_CUDA_SOURCE "${source}" PARENT_SCOPE)
+endfunction()
+
+# ptkit_enable_cuda(): find the toolkit and enable CUDA. A macro: enable_language must
+# run at directory scope.
+macro(ptkit_enable_cuda)
+  _ptkit_find_nvcc()
+  set(CMAKE_CUDA_COMPILER "${PTKIT_NVCC}")
+  set(CUDAToolkit_ROOT "${PTKIT_CUDA_TOOLKIT_ROOT}")
+  # Targets are passed as explicit -gencode flags (ptkit_target_cuda_archs), so CMake's
+  # own architecture handling stays off.
+  set(CMAKE_CUDA_ARCHITECTURES OFF)
+  enable_language(CUDA)
+  message(STATUS "ptkit: CUDA ${PTKIT_CUDA_FULL_VERSION} (${PTKIT_CUDA_SOURCE}) at ${PTKIT_CUDA_TOOLKIT_ROOT}")
+endmacro()
+
+# TORCH_CUDA_ARCH_LIST-style "9.0;10.0+PTX;9.0a" -> sm_90;sm_100;compute_100;sm_90a.
+function(ptkit_parse_cuda_arch_list list out_var)
+  string(REPLACE " " ";" list "${list}")
+  set(result "")
+  foreach(item IN LISTS list)
+    if(item STREQUAL "")
+      continue()
+    endif()
+    if(NOT item MATCHES "^([0-9]+)\\.([0-9])([af]?)(\\+PTX)?$")
+      message(FATAL_ERROR "ptkit: PTKIT_CUDA_ARCHS entry '${item}' is not like 9.0, 10.0a, 12.0f or 12.0+PTX")
+    endif()
+    set(cc "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+    list(APPEND result "sm_${cc}${CMAKE_MATCH_3}")
+    if(CMAKE_MATCH_4)
+      list(APPEND result "compute_${cc}${CMAKE_MATCH_3}")
+    endif()
+  endforeach()
+  set(${out_var} "${result}" PARENT_SCOPE)
+endfunction()
+
+# ptkit_resolve_cuda_targets(REQUESTED <t>… [OPTIONAL <t>…] SASS_VAR <v> PTX_VAR <v> DROPPED_VAR <v>)
+# Intersects the requested targets with `nvcc --list-gpu-code/--list-gpu-arch`. A
+# requested target the toolkit lacks fails configure, unless it is optional.
+function(ptkit_resolve_cuda_targets)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "SASS_VAR;PTX_VAR;DROPPED_VAR" "REQUESTED;OPTIONAL")
+  execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-code OUTPUT_VARIABLE codes)
+  execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-arch OUTPUT_VARIABLE archs)
+  string(STRIP "${codes}" codes)
+  string(STRIP "${archs}" archs)
+  string(REGEX REPLACE "[\r\n]+" ";" supported "${codes}\n${archs}")
+  string(REGEX REPLACE "[\r\n]+" " " codes_line "${codes}")
+  set(sass "")
+  set(ptx "")
+  set(dropped "")
+  foreach(target IN LISTS arg_REQUESTED arg_OPTIONAL)
+    if(NOT target MATCHES "^(sm|compute)_([0-9]+)([af]?)$")
+      message(FATAL_ERROR "ptkit: '${target}' is not a CUDA target (sm_90, sm_90a, sm_100f, compute_120)")
+    endif()
+    set(kind "${CMAKE_MATCH_1}")
+    set(cc "${CMAKE_MATCH_2}")
+    # nvcc lists base targets; an a/f variant exists wherever its base does (CUDA >= 12.9 for f).
+    if(NOT "${kind}_${cc}" IN_LIST supported)
+      if(target IN_LIST arg_OPTIONAL)
+        list(APPEND dropped "${target}")
+        message(WARNING "ptkit: optional CUDA target ${target} dropped: nvcc ${PTKIT_CUDA_FULL_VERSION} "
+                        "at ${PTKIT_NVCC} cannot build it (recorded in the manifest)")
+        continue()
+      endif()
+      set(need "a newer CUDA toolkit")
+      if(DEFINED _PTKIT_CUDA_MIN_VERSION_${cc})
+        set(need "CUDA >= ${_PTKIT_CUDA_MIN_VERSION_${cc}}")
+      endif()
+      message(FATAL_ERROR
+        "ptkit: CUDA target ${target} needs ${need}; found ${PTKIT_CUDA_FULL_VERSION} at ${PTKIT_NVCC} "
+        "(it builds: ${codes_line}). Fix: use the recipe's pip toolkit (pip install "
+        "'nvidia-cuda-nvcc==13.5.*' … and unset PTKIT_CUDA_USE_SYSTEM), or mark ${target} "
+        "optional in the recipe (targets.cuda-optional), or remove it from PTKIT_CUDA_ARCHS.")
+    endif()
+    if(kind STREQUAL "sm")
+      list(APPEND sass "${target}")
+    else()
+      list(APPEND ptx "${target}")
+    endif()
+  endforeach()
+  if(NOT sass AND NOT ptx)
+    message(FATAL_ERROR "ptkit: no CUDA target left to build (requested: ${arg_REQUESTED} ${arg_OPTIONAL})")
+  endif()
+  set(${arg_SASS_VAR} "${sass}" PARENT_SCOPE)
+  set(${arg_PTX_VAR} "${ptx}" PARENT_SCOPE)
+  set(${arg_DROPPED_VAR} "${dropped}" PARENT_SCOPE)
+endfunction()
+
+# ptkit_target_cuda_archs(<target> SASS <sm_…>… PTX <compute_…>…): -gencode flags,
+# a compressed fatbinary, and the shared CUDA runtime that torch has already loaded.
+function(ptkit_target_cuda_archs target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SASS;PTX")
+  set(flags "")
+  foreach(sm IN LISTS arg_SASS)
+    string(REPLACE "sm_" "compute_" virtual "${sm}")
+    list(APPEND flags "SHELL:-gencode arch=${virtual},code=${sm}")
+  endforeach()
+  foreach(compute IN LISTS arg_PTX)
+    list(APPEND flags "SHELL:-gencode arch=${compute},code=${compute}")
+  endforeach()
+  target_compile_options(${target} PRIVATE
+    "$<$<COMPILE_LANGUAGE:CUDA>:${flags}>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=${PTKIT_CUDA_COMPRESS_MODE}>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>")
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_RUNTIME_LIBRARY Shared
+                        CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+endfunction()
+
+set(PTKIT_CUDA_COMPRESS_MODE "size" CACHE STRING
+    "nvcc --compress-mode for the fatbinary: size (smallest wheel), balance, speed, none")

@@ -1,0 +1,145 @@
+// What every backend's op layer shares: error messages in one format
+// ("ptkit.<op>: expected …, got …", the same as src/ptkit/ops/_checks.py), shape and
+// dtype checks, output allocation. Header-only, stable ABI only.
+#pragma once
+
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ptkit::op_support {
+
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+
+// Invalid input: the message alone, no source location; torch raises it in Python
+// as RuntimeError.
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw std::runtime_error(message.str());
+}
+
+#define PTKIT_CHECK(cond, ...)       \
+  do {                               \
+    if (!(cond)) ::ptkit::op_support::fail(__VA_ARGS__); \
+  } while (false)
+
+inline const char* dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float: return "float32";
+    case ScalarType::Half: return "float16";
+    case ScalarType::BFloat16: return "bfloat16";
+    case ScalarType::Double: return "float64";
+    case ScalarType::Long: return "int64";
+    case ScalarType::Int: return "int32";
+    case ScalarType::Short: return "int16";
+    case ScalarType::Char: return "int8";
+    case ScalarType::Byte: return "uint8";
+    case ScalarType::Bool: return "bool";
+    case ScalarType::ComplexFloat: return "complex64";
+    case ScalarType::ComplexDouble: return "complex128";
+    default: return "an unsupported dtype";
+  }
+}
+
+inline std::string shape_of(const Tensor& t) {
+  std::ostringstream s;
+  s << "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s << (i ? ", " : "") << t.size(i);
+  s << "]";
+  return s.str();
+}
+
+// 0 = float32, 1 = float16, 2 = bfloat16: the order of every backend's DType enum.
+inline int32_t float_dtype_index(const char* op, const char* arg, const Tensor& t) {
+  switch (t.scalar_type()) {
+    case ScalarType::Float: return 0;
+    case ScalarType::Half: return 1;
+    case ScalarType::BFloat16: return 2;
+    default:
+      fail("ptkit.", op, ": expected ", arg, " of dtype float32, float16 or bfloat16, got ",
+           dtype_name(t.scalar_type()));
+  }
+}
+
+inline void check_same_dtype(const char* op, const char* arg, const Tensor& t, const Tensor& x) {
+  PTKIT_CHECK(t.scalar_type() == x.scalar_type(), "ptkit.", op, ": expected ", arg, " of dtype ",
+              dtype_name(x.scalar_type()), " (the dtype of x), got ", dtype_name(t.scalar_type()));
+}
+
+inline void check_at_least_1d(const char* op, const Tensor& x) {
+  PTKIT_CHECK(x.dim() >= 1, "ptkit.", op, ": expected x with at least 1 dimension, got a 0-d tensor");
+}
+
+inline Tensor as_contiguous(const Tensor& t) {
+  return t.is_contiguous() ? t : torch::stable::contiguous(t);
+}
+
+inline std::vector<int64_t> sizes_with_last(const Tensor& t, int64_t last) {
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) sizes.push_back(t.size(i));
+  sizes.push_back(last);
+  return sizes;
+}
+
+// Rows of a [..., last] tensor, from the leading dimensions (numel / last is
+// undefined when last == 0).
+inline int64_t leading_rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) rows *= t.size(i);
+  return rows;
+}
+
+inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& sizes) {
+  return torch::stable::empty(sizes, like.scalar_type(), std::nullopt, like.device());
+}
+
+// Index into ptkit.ops.ACTIVATIONS (none, relu, gelu, gelu_tanh, silu).
+inline int32_t activation_index(const std::string& name) {
+  static const char* const names[] = {"none", "relu", "gelu", "gelu_tanh", "silu"};
+  for (int32_t i = 0; i < 5; ++i) {
+    if (name == names[i]) return i;
+  }
+  fail("ptkit.fused_linear: expected activation to be one of none, relu, gelu, gelu_tanh, silu, got '",
+       name, "'");
+}
+
+// Shape checks of each op, shared by every backend.
+inline void check_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  check_at_least_1d("rms_norm", x);
+  const int64_t cols = x.size(-1);
+  PTKIT_CHECK(weight.dim() == 1 && weight.size(0) == cols, "ptkit.rms_norm: expected weight of shape [",
+              cols, "] (the last dimension of x), got ", shape_of(weight));
+  PTKIT_CHECK(eps >= 0.0, "ptkit.rms_norm: expected eps >= 0, got ", eps);
+}
+
+inline void check_silu_and_mul(const Tensor& x) {
+  check_at_least_1d("silu_and_mul", x);
+  PTKIT_CHECK(x.size(-1) % 2 == 0,
+              "ptkit.silu_and_mul: expected an even last dimension (gate and up halves), got ", x.size(-1));
+}
+
+inline void check_fused_linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  check_at_least_1d("fused_linear", x);
+  const int64_t k = x.size(-1);
+  PTKIT_CHECK(weight.dim() == 2 && weight.size(1) == k,
+              "ptkit.fused_linear: expected weight of shape [out_features, ", k,
+              "] (in_features = the last dimension of x), got ", shape_of(weight));
+  if (bias.has_value()) {
+    check_same_dtype("fused_linear", "bias", *bias, x);
+    PTKIT_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0),
+                "ptkit.fused_linear: expected bias of shape [", weight.size(0), "] (out_features), got ",
+                shape_of(*bias));
+  }
+}
+
+}  // namespace ptkit::op_support

@@ -1,0 +1,111 @@
+"""CUDA target resolution at configure time: real CMake, real nvcc (pip 13.5 and the
+system's 13.0); configure only, nothing is compiled."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+pytestmark = pytest.mark.integration
+
+VENV_BIN = Path(sys.executable).parent
+PIP_CUDA = sorted(REPO.glob(".toolchains/cu13/lib/python*/site-packages/nvidia/cu*"))
+SYSTEM_NVCC = Path("/usr/local/bin/nvcc")
+
+
+def _configure(
+    source: Path, build: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        str(VENV_BIN / "cmake"),
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={VENV_BIN / 'ninja'}",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        *args,
+    ]
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env=full_env, check=False
+    )
+
+
+@pytest.fixture
+def pip_cuda_root() -> Path:
+    if not PIP_CUDA:
+        pytest.fail("the cu13 toolchain is missing: run scripts/bootstrap (make test does)")
+    return PIP_CUDA[-1]
+
+
+def test_system_cuda_13_0_cannot_build_sm107_and_says_how_to_fix(tmp_path: Path) -> None:
+    if not SYSTEM_NVCC.exists():
+        pytest.skip("no system nvcc on this machine")
+    proc = _configure(REPO, tmp_path, "-DPTKIT_VARIANT=cu13", "-DPTKIT_CUDA_USE_SYSTEM=ON")
+    assert proc.returncode != 0
+    message = " ".join(proc.stderr.split())
+    assert "ptkit: CUDA target sm_107 needs CUDA >= 13.5; found 13.0" in message
+    assert f"at {SYSTEM_NVCC}" in message
+    assert "pip install 'nvidia-cuda-nvcc==13.5.*'" in message
+
+
+def test_arch_list_override_is_resolved_like_torch_cuda_arch_list(
+    tmp_path: Path, pip_cuda_root: Path
+) -> None:
+    proc = _configure(
+        REPO,
+        tmp_path,
+        "-DPTKIT_VARIANT=cu13",
+        env={"PTKIT_CUDA_ROOT": str(pip_cuda_root), "PTKIT_CUDA_ARCHS": "9.0;10.0+PTX;9.0a"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "PTKIT_CUDA_ARCHS=9.0;10.0+PTX;9.0a -> sm_90;sm_100;compute_100;sm_90a" in proc.stdout
+    manifest = json.loads((tmp_path / "ptkit_cuda.manifest.in.json").read_text())
+    assert manifest["targets"] == {"sass": ["sm_90", "sm_100", "sm_90a"], "ptx": ["compute_100"]}
+    assert manifest["toolkit"]["name"] == "cuda" and manifest["toolkit"]["version"].startswith(
+        "13.5"
+    )
+
+
+def test_malformed_arch_list_is_rejected(tmp_path: Path, pip_cuda_root: Path) -> None:
+    proc = _configure(
+        REPO,
+        tmp_path,
+        "-DPTKIT_VARIANT=cu13",
+        env={"PTKIT_CUDA_ROOT": str(pip_cuda_root), "PTKIT_CUDA_ARCHS": "sm90"},
+    )
+    assert proc.returncode != 0
+    assert "PTKIT_CUDA_ARCHS entry 'sm90' is not like 9.0" in " ".join(proc.stderr.split())
+
+
+def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Path) -> None:
+    if not SYSTEM_NVCC.exists():
+        pytest.skip("no system nvcc on this machine")
+    project = tmp_path / "ext"
+    project.mkdir()
+    shutil.copy(REPO / "cuda" / "ops.cpp", project / "ops.cpp")
+    (project / "kernels.cu").write_text("__global__ void k() {}\n")
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.26)\nproject(ext LANGUAGES CXX)\n"
+        f'set(ptkit_DIR "{REPO / "cmake"}")\nset(PTKIT_PYTHON_TOOLS_DIR "{REPO / "src/ptkit/build"}")\n'
+        "find_package(ptkit CONFIG REQUIRED)\nptkit_enable_cuda()\n"
+        "ptkit_add_kernel_library(ext_cuda BACKEND cuda NAMESPACE ext SOURCES kernels.cu\n"
+        "  TARGETS sm_90 compute_90 OPTIONAL_TARGETS sm_107 OPS my_op DTYPES float32 INSTALL_DIR ext/_native)\n"
+    )
+    proc = _configure(project, tmp_path / "build", "-DPTKIT_CUDA_USE_SYSTEM=ON")
+    assert proc.returncode == 0, proc.stderr
+    assert "optional CUDA target sm_107 dropped" in " ".join(proc.stderr.split())
+    manifest = json.loads((tmp_path / "build" / "ext_cuda.manifest.in.json").read_text())
+    assert manifest["dropped_targets"] == ["sm_107"]
+    assert manifest["targets"] == {"sass": ["sm_90"], "ptx": ["compute_90"]}

@@ -1,0 +1,122 @@
+"""The cu13 wheel, built here from the pip CUDA 13.5 toolkit: what its fatbinary holds,
+what it links, and how it loads on this machine (a CUDA torch, no GPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+from support import REPO, fresh_venv, run
+
+from ptkit.build.recipes import load_recipe
+
+pytestmark = pytest.mark.integration
+
+CUOBJDUMP = sorted(REPO.glob(".toolchains/cu13/lib/python*/site-packages/nvidia/cu*/bin/cuobjdump"))
+
+
+def test_cu13_wheel_is_tagged_and_holds_both_libraries(cu13_wheel: Path) -> None:
+    _, version, _, tags = parse_wheel_filename(cu13_wheel.name)
+    assert version.local == "cu13"
+    assert {(t.interpreter, t.abi) for t in tags} == {("py3", "none")}
+    names = zipfile.ZipFile(cu13_wheel).namelist()
+    native = sorted(n.split("/")[-1] for n in names if "/_native/" in n)
+    assert native == [
+        "libptkit_cpu.so",
+        "libptkit_cuda.so",
+        "ptkit_cpu.manifest.json",
+        "ptkit_cuda.manifest.json",
+    ]
+    # torch's CUDA runtime is used, never a second copy in the wheel.
+    assert not [n for n in names if "libcudart" in n]
+
+
+def test_inspect_shows_every_requested_target_in_the_fatbinary(cu13_wheel: Path) -> None:
+    if not CUOBJDUMP:
+        pytest.fail("cuobjdump is missing: run scripts/bootstrap (make test does)")
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "ptkit.cli",
+            "inspect",
+            str(cu13_wheel),
+            "--json",
+            "--cuobjdump",
+            str(CUOBJDUMP[-1]),
+        ],
+        cwd=Path("/"),
+    )
+    reports = {r["library"]: r for r in json.loads(proc.stdout)}
+    cuda = reports["libptkit_cuda.so"]
+    recipe = load_recipe("cu13", REPO / "recipes")
+    wanted_sass = [t for t in recipe.targets.cuda if t.startswith("sm_")]
+    wanted_ptx = [t for t in recipe.targets.cuda if t.startswith("compute_")]
+    assert cuda["fatbin"] == {"sass": wanted_sass, "ptx": wanted_ptx}
+    assert cuda["manifest"]["targets"] == {"sass": wanted_sass, "ptx": wanted_ptx}
+    assert cuda["manifest"]["toolkit"]["version"].startswith(recipe.toolkit.version)
+    assert cuda["problems"] == []
+    assert "libcudart.so.13" in cuda["needed"] and "libtorch_cuda.so" in cuda["needed"]
+    assert not any(n.startswith(("libpython", "libtorch_python")) for n in cuda["needed"])
+    assert reports["libptkit_cpu.so"]["problems"] == []
+    text = run(
+        [
+            sys.executable,
+            "-m",
+            "ptkit.cli",
+            "inspect",
+            str(cu13_wheel),
+            "--cuobjdump",
+            str(CUOBJDUMP[-1]),
+        ],
+        cwd=Path("/"),
+    ).stdout
+    assert "fatbinary SASS: sm_90, sm_100, sm_103, sm_107, sm_110, sm_120" in text
+    assert "fatbinary PTX: compute_120" in text
+
+
+LOAD_SCRIPT = r"""
+import json, torch, ptkit
+print(json.dumps({
+    "cuda_available": torch.cuda.is_available(),
+    "decisions": [(d.library, d.status.value, d.reason, dict(d.details)) for d in ptkit.runtime.load_decisions()],
+    "routes": [r.to_json() for r in ptkit.runtime.explain()],
+}))
+"""
+
+
+def test_cu13_wheel_loads_on_this_cpu_machine_and_cpu_results_are_unchanged(
+    cu13_wheel: Path, tmp_path: Path
+) -> None:
+    python = fresh_venv(tmp_path / "venv", REPO / ".venv" / "bin" / "python")
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(cu13_wheel)])
+    out = json.loads(run([str(python), "-c", LOAD_SCRIPT], cwd=tmp_path).stdout)
+    assert out["cuda_available"] is False
+    decisions = {d[0]: d for d in out["decisions"]}
+    assert decisions["libptkit_cuda.so"][1] == "loaded"
+    assert decisions["libptkit_cuda.so"][3] == {"devices": "no CUDA device visible"}
+    assert decisions["libptkit_cpu.so"][1] == "loaded"
+    cuda_rows = [r for r in out["routes"] if r["device_type"] == "cuda"]
+    assert {r["implementation"] for r in cuda_rows} == {"native"}
+    assert all("no CUDA device visible" in r["reason"] for r in cuda_rows)
+    # The CPU kernels of the cu13 wheel against the reference: the op test suite.
+    run(
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests" / "integration" / "test_ops.py"),
+            "-k",
+            "native_matches_reference and not baseline",
+        ],
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")},
+    )
