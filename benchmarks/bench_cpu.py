@@ -15,7 +15,8 @@ What is measured
       ``silu_and_mul(x)`` vs ``F.silu(x[..., :d]) * x[..., d:]`` (d = 4096, x = [T, 2d]),
       fp32 and bf16, T in {1, 64, 4096};
     * the machine's copy bandwidth in the same run: ``dst.copy_(src)`` on a 256 MiB
-      fp32 tensor, (read + write bytes) / time, best of several.
+      fp32 tensor, (read + write bytes) / time, best of several copies at the start and
+      at the end of the run (on a shared machine, one batch can fall in a busy spell).
 
 Timing
     torch uses all cores (``torch.set_num_threads(os.cpu_count())``) and ptkit's ops
@@ -259,7 +260,19 @@ def machine_facts() -> dict:
         "ptkit_native_loaded": loaded,
         "python": platform.python_version(),
         "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE", "0") not in ("", "0"),
+        "load_average_at_start": _load_average(),
     }
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
 
 
 def to_markdown(facts: dict, copy_gbs: float, rows: list[dict], quick: bool) -> str:
@@ -269,9 +282,13 @@ def to_markdown(facts: dict, copy_gbs: float, rows: list[dict], quick: bool) -> 
         f"- CPU: {facts['cpu']}, {facts['cores']} cores (torch threads: {facts['torch_threads']})",
         f"- torch {facts['torch']} (CPU capability {facts['torch_cpu_capability']}), "
         f"ptkit {facts['ptkit']}, ptkit CPU ISA: {facts['ptkit_cpu_isa']}",
-        f"- copy bandwidth (dst.copy_(src), 256 MiB fp32, read + write): {copy_gbs:.1f} GB/s",
+        f"- copy bandwidth (dst.copy_(src), 256 MiB fp32, read + write, best at start / end of "
+        f"the run): {copy_gbs:.1f} GB/s",
         f"- outputs allocated with transparent huge pages (THP_MEM_ALLOC_ENABLE): "
         f"{'yes' if facts['thp_mem_alloc'] else 'no'}",
+        f"- 1-min load average at start / end: {_fmt(facts['load_average_at_start'])} / "
+        f"{_fmt(facts.get('load_average_at_end'))} (other processes on these cores slow "
+        "both sides)",
         f"- mode: {'quick' if quick else 'full'}; times are medians per call; ratio = torch / ptkit "
         f"(> 1: ptkit faster); bw-bound = bytes >= {BW_BOUND_BYTES // MiB} MiB",
         "",
@@ -311,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = 0.4 if args.quick else 3.0  # seconds of timed repetitions per case (both sides)
 
     started = time.perf_counter()
-    copy_bps = copy_bandwidth(args.quick)
+    copy_start = copy_bandwidth(args.quick)
     rows = []
     with torch.inference_mode():
         for make, dtype, size in cases():
@@ -319,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
             result = check(case["ptkit"](), case["torch"](), dtype)
             t_ptkit, t_torch, reps = time_pair(case["ptkit"], case["torch"], budget)
             t_alloc = alloc_time(*case["out"], budget)
-            gbs = case["bytes"] / t_ptkit / 1e9
-            kernel_s = t_ptkit - t_alloc
             rows.append(
                 {
                     "op": case["op"],
@@ -330,21 +345,26 @@ def main(argv: list[str] | None = None) -> int:
                     "torch_ms": t_torch * 1e3,
                     "ratio": t_torch / t_ptkit,
                     "bytes": case["bytes"],
-                    "gbs": gbs,
-                    "pct_copy": 100 * gbs / (copy_bps / 1e9),
+                    "gbs": case["bytes"] / t_ptkit / 1e9,
                     "bw_bound": case["bytes"] >= BW_BOUND_BYTES,
                     "alloc_ms": t_alloc * 1e3,
-                    "pct_copy_excl_alloc": (
-                        100 * case["bytes"] / kernel_s / copy_bps
-                        if kernel_s > 0.05 * t_ptkit
-                        else None
-                    ),
                     "reps": reps,
                     "check": result,
                 }
             )
             del case
+    copy_end = copy_bandwidth(args.quick)
+    copy_bps = max(copy_start, copy_end)
+    for r in rows:
+        r["pct_copy"] = 100 * r["gbs"] / (copy_bps / 1e9)
+        kernel_s = (r["ptkit_ms"] - r["alloc_ms"]) / 1e3
+        r["pct_copy_excl_alloc"] = (
+            100 * r["bytes"] / kernel_s / copy_bps
+            if kernel_s > 0.05 * r["ptkit_ms"] / 1e3
+            else None
+        )
     elapsed = time.perf_counter() - started
+    facts["load_average_at_end"] = _load_average()
 
     md = to_markdown(facts, copy_bps / 1e9, rows, args.quick)
     md += f"\n(run took {elapsed:.0f} s)\n"
@@ -355,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "machine": facts,
                 "copy_bandwidth_gbs": copy_bps / 1e9,
+                "copy_bandwidth_gbs_start_end": [copy_start / 1e9, copy_end / 1e9],
                 "bw_bound_threshold_bytes": BW_BOUND_BYTES,
                 "quick": args.quick,
                 "elapsed_s": elapsed,

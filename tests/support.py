@@ -132,3 +132,23 @@ def fresh_venv(path: Path, base_python: Path) -> Path:
 
 def dev_purelib() -> str:
     return sysconfig.get_path("purelib")
+
+
+def run_op_tests(python: Path | str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The native-vs-reference op tests (tests/integration/test_ops.py) in another
+    interpreter or environment: another torch, another wheel, another ISA level."""
+    return run(
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests" / "integration" / "test_ops.py"),
+            "-k",
+            "native_matches_reference and not baseline",
+        ],
+        cwd=REPO,
+        env=python_env(**env),
+    )

@@ -4,14 +4,13 @@ what it links, and how it loads on this machine (a CUDA torch, no GPU)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
-from support import REPO, fresh_venv, run
+from support import REPO, fresh_venv, run, run_op_tests
 
 from ptkit.build.recipes import load_recipe
 
@@ -105,18 +104,4 @@ def test_cu13_wheel_loads_on_this_cpu_machine_and_cpu_results_are_unchanged(
     assert {r["implementation"] for r in cuda_rows} == {"native"}
     assert all("no CUDA device visible" in r["reason"] for r in cuda_rows)
     # The CPU kernels of the cu13 wheel against the reference: the op test suite.
-    run(
-        [
-            str(python),
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(REPO / "tests" / "integration" / "test_ops.py"),
-            "-k",
-            "native_matches_reference and not baseline",
-        ],
-        cwd=REPO,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")},
-    )
+    run_op_tests(python)

@@ -9,12 +9,10 @@ import pytest
 import torch
 from support import (
     DTYPES,
-    REPO,
     assert_matches,
     linear_error_bound,
-    python_env,
     rms_norm_error_bound,
-    run,
+    run_op_tests,
     silu_error_bound,
 )
 
@@ -179,19 +177,4 @@ def test_ops_are_served_natively_on_cpu() -> None:
 def test_native_matches_reference_on_the_baseline_isa() -> None:
     """The library carries one kernel copy per ISA level; PTKIT_CPU_ISA=default runs the
     baseline copy, which must agree with the reference too."""
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-x",
-            str(REPO / "tests" / "integration" / "test_ops.py"),
-            "-k",
-            "native_matches_reference and not baseline",
-        ],
-        env=python_env(PTKIT_CPU_ISA="default"),
-        cwd=REPO,
-    )
+    run_op_tests(sys.executable, PTKIT_CPU_ISA="default")

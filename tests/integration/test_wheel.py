@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
-from support import REPO, fresh_venv, run
+from support import REPO, fresh_venv, run, run_op_tests
 
 from ptkit.build.audit import audit_elf
 
@@ -111,20 +110,4 @@ def test_one_wheel_runs_on_two_torch_versions(
     worst = max(out["errors"].values())
     assert worst < 2e-2, out["errors"]
     # And the op test suite itself, native against reference, under this torch.
-    run(
-        [
-            str(python),
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(REPO / "tests" / "integration" / "test_ops.py"),
-            "-k",
-            "native_matches_reference and not baseline",
-        ],
-        cwd=REPO,
-        env={
-            k: v for k, v in os.environ.items() if not k.startswith("PTKIT_") and k != "PYTHONPATH"
-        },
-    )
+    run_op_tests(python)

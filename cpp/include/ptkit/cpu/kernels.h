@@ -9,12 +9,12 @@
 
 #include <cstdint>
 
+#include "ptkit/kernel_types.h"
+
 namespace ptkit::cpu {
 
-enum class DType : int32_t { f32 = 0, f16 = 1, bf16 = 2 };
-
-// Order and names match ptkit.ops.ACTIVATIONS in Python.
-enum class Activation : int32_t { none = 0, relu = 1, gelu = 2, gelu_tanh = 3, silu = 4 };
+using ::ptkit::Activation;
+using ::ptkit::DType;
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * weight, fp32 accumulation.
 // The last dimension is contiguous; rows are `*_row_stride` elements apart.

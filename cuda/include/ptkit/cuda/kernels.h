@@ -9,16 +9,16 @@
 
 #include <cstdint>
 
+#include "ptkit/kernel_types.h"
+
 // Only the runtime's opaque types are needed here, so the op layer does not have
 // to include CUDA headers beyond cuda_runtime_api.h.
 #include <cuda_runtime_api.h>
 
 namespace ptkit::cuda {
 
-enum class DType : int32_t { f32 = 0, f16 = 1, bf16 = 2 };
-
-// Order and names match ptkit.ops.ACTIVATIONS in Python.
-enum class Activation : int32_t { none = 0, relu = 1, gelu = 2, gelu_tanh = 3, silu = 4 };
+using ::ptkit::Activation;
+using ::ptkit::DType;
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * weight; fp32 accumulation.
 // All tensors contiguous; rows = number of rows, cols = last dimension.
