@@ -5,7 +5,9 @@ run here, and records the decision with its reason. Rules, in order:
 
 1. not switched off (``PTKIT_FORCE_REFERENCE``, ``PTKIT_DISABLE_NATIVE``);
 2. built for this platform (``linux-x86_64`` …);
-3. this torch has the backend (a CUDA library needs a CUDA build of torch …);
+3. this torch has the backend (a CUDA library needs a CUDA build of torch …); for CUDA,
+   the same CUDA major as torch's and every visible GPU covered by the library's SASS
+   or PTX (``cuda_targets.py``);
 4. torch's stable ABI: same major version, and torch >= the library's target version;
 5. the library file exists and its sha256 matches the manifest;
 6. ``torch.ops.load_library`` succeeds.
@@ -92,8 +94,7 @@ class TorchFacts:
 
     @property
     def major_minor(self) -> tuple[int, int]:
-        match = re.match(r"^(\d+)\.(\d+)", self.version)
-        return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+        return _version_pair(self.version)
 
     @classmethod
     def from_torch(cls) -> TorchFacts:
