@@ -7,7 +7,7 @@ DIST      := dist/$(VARIANT)
 # The variant's pip toolkit, if its recipe pins one (scripts/bootstrap installs it).
 CUDA_ROOT  = $(lastword $(wildcard $(CURDIR)/.toolchains/$(VARIANT)/lib/python*/site-packages/nvidia/cu*))
 
-.PHONY: venv wheel install demo test test-fast lint bench clean
+.PHONY: venv wheel install demo test lint bench clean
 
 venv:
 	@scripts/bootstrap

@@ -105,8 +105,7 @@ Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::st
     return y;
   }
   // Prefill-sized inputs: cuBLAS through torch's matmul, then bias and activation in one pass.
-  Tensor x2d = torch::stable::reshape(x, {rows, kdim});
-  Tensor y = as_contiguous(torch::stable::matmul(x2d, torch::stable::transpose(weight, 0, 1)));
+  auto [x2d, y] = library_linear(x, weight, rows);
   if ((bias.has_value() || act != k::Activation::none) && y.numel() > 0) {
     const k::LinearArgs args{x2d.const_data_ptr(), weight.const_data_ptr(), bias_ptr, y.mutable_data_ptr(),
                              rows, kdim, n, act, dtype};

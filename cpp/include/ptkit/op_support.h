@@ -103,6 +103,19 @@ inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& sizes) {
   return torch::stable::empty(sizes, like.scalar_type(), std::nullopt, like.device());
 }
 
+// The prefill path of fused_linear on every backend: x viewed as [rows, k] and the
+// library GEMM (torch's matmul: oneDNN/MKL, cuBLAS …) into a contiguous [rows, n];
+// the backend then runs its bias + activation epilogue on the result in place.
+struct LibraryLinear {
+  Tensor x2d;
+  Tensor y;
+};
+inline LibraryLinear library_linear(const Tensor& x, const Tensor& weight, int64_t rows) {
+  Tensor x2d = torch::stable::reshape(x, {rows, x.size(-1)});
+  Tensor y = as_contiguous(torch::stable::matmul(x2d, torch::stable::transpose(weight, 0, 1)));
+  return {x2d, y};
+}
+
 // Index into ptkit.ops.ACTIVATIONS (none, relu, gelu, gelu_tanh, silu).
 inline int32_t activation_index(const std::string& name) {
   static const char* const names[] = {"none", "relu", "gelu", "gelu_tanh", "silu"};

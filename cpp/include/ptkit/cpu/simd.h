@@ -267,17 +267,18 @@ PTKIT_INLINE f32x4 hsum4(f32x8 a, f32x8 b, f32x8 c, f32x8 d) {
 // halves, so that subnormal results and the overflow edge come out right:
 // x > 88.72… gives +inf, x < -103.97… gives +0, NaN stays NaN. (The clamp at
 // -110 rather than -104 keeps x e^x exact for silu down to where it rounds to 0.)
-struct ExpParts {
-  f32x8 p, s1, s2;
+// e^a = er * 2^n with er in [~0.7, ~1.4]: the range reduction and polynomial that
+// exp() and silu() share. n = round(a / ln2) by the 1.5 * 2^23 trick (t's low
+// mantissa bits hold n); the caller clamps a so that 2^n stays in range.
+struct ExpReduced {
+  f32x8 er;
+  i32x8 n;
 };
-PTKIT_INLINE ExpParts exp_parts(f32x8 x) {
-  // Clamp (a NaN passes through unchanged).
-  x = min_nan(splat(89.0f), max_nan(splat(-110.0f), x));
-  // n = round(x / ln2) by the 1.5 * 2^23 trick: t's low mantissa bits hold n.
+PTKIT_INLINE ExpReduced exp_reduce(f32x8 a) {
   const f32x8 magic = splat(12582912.0f);
-  const f32x8 t = fmadd(x, splat(1.44269504088896341f), magic);
+  const f32x8 t = fmadd(a, splat(1.44269504088896341f), magic);
   const f32x8 n = t - magic;
-  f32x8 r = fnmadd(n, splat(0.693359375f), x);
+  f32x8 r = fnmadd(n, splat(0.693359375f), a);
   r = fnmadd(n, splat(-2.12194440e-4f), r);
   // e^r = 1 + r + r^2 P(r), P evaluated by Estrin's scheme (a short dependency chain).
   const f32x8 r2 = r * r;
@@ -285,12 +286,20 @@ PTKIT_INLINE ExpParts exp_parts(f32x8 x) {
   const f32x8 p23 = fmadd(splat(8.3334519073e-3f), r, splat(4.1665795894e-2f));
   const f32x8 p01 = fmadd(splat(1.6666665459e-1f), r, splat(5.0000001201e-1f));
   const f32x8 p = fmadd(fmadd(p45, r2, p23), r2, p01);
-  const f32x8 er = fmadd(p, r2, r) + splat(1.0f);
+  return {fmadd(p, r2, r) + splat(1.0f), as_i(t) - as_i(magic)};
+}
+
+struct ExpParts {
+  f32x8 p, s1, s2;
+};
+PTKIT_INLINE ExpParts exp_parts(f32x8 x) {
+  // Clamp (a NaN passes through unchanged).
+  x = min_nan(splat(89.0f), max_nan(splat(-110.0f), x));
+  const ExpReduced e = exp_reduce(x);
   // n in [-159, 128], so both halves are normal numbers.
-  const i32x8 ni = as_i(t) - as_i(magic);
-  const i32x8 n1 = ni >> 1;
-  const i32x8 n2 = ni - n1;
-  return {er, as_f((n1 + 127) << 23), as_f((n2 + 127) << 23)};
+  const i32x8 n1 = e.n >> 1;
+  const i32x8 n2 = e.n - n1;
+  return {e.er, as_f((n1 + 127) << 23), as_f((n2 + 127) << 23)};
 }
 
 PTKIT_INLINE f32x8 exp(f32x8 x) {
@@ -308,19 +317,10 @@ PTKIT_INLINE f32x8 exp(f32x8 x) {
 PTKIT_INLINE f32x8 silu(f32x8 x) {
   const f32x8 xl = max_nan(splat(-110.0f), x);  // a NaN passes through
   const f32x8 a = -min_nan(splat(88.0f), xl);   // E = e^a; a >= -88: 1 + E == 1 beyond
-  const f32x8 magic = splat(12582912.0f);
-  const f32x8 t = fmadd(a, splat(1.44269504088896341f), magic);
-  const f32x8 n = t - magic;
-  f32x8 r = fnmadd(n, splat(0.693359375f), a);
-  r = fnmadd(n, splat(-2.12194440e-4f), r);
-  const f32x8 r2 = r * r;
-  const f32x8 p45 = fmadd(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
-  const f32x8 p23 = fmadd(splat(8.3334519073e-3f), r, splat(4.1665795894e-2f));
-  const f32x8 p01 = fmadd(splat(1.6666665459e-1f), r, splat(5.0000001201e-1f));
-  const f32x8 p = fmadd(fmadd(p45, r2, p23), r2, p01);
-  const f32x8 er = fmadd(p, r2, r) + splat(1.0f);
+  const ExpReduced e = exp_reduce(a);
+  const f32x8 er = e.er;
+  const i32x8 ni = e.n;
   // n in [-127, 159]; m in [0, 159] as 2^-m1 2^-m2 (normal halves), n - m in [-127, 0].
-  const i32x8 ni = as_i(t) - as_i(magic);
   const i32x8 m = select_i(ni > splat_i(0), ni, splat_i(0));
   const i32x8 m1 = m >> 1;
   const i32x8 m2 = m - m1;
