@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import torch
@@ -128,10 +127,6 @@ def fresh_venv(path: Path, base_python: Path) -> Path:
     ).stdout.strip()
     Path(site, "_base_env.pth").write_text(base_site + "\n")
     return python
-
-
-def dev_purelib() -> str:
-    return sysconfig.get_path("purelib")
 
 
 def run_op_tests(python: Path | str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -78,8 +78,7 @@ def _by_arch(targets: set[str]) -> list[str]:
 def _report(library: Path, cuobjdump: str | None) -> LibraryReport:
     manifest_data = None
     problems: list[str] = []
-    manifests = {m: m for m in library.parent.glob(f"*{MANIFEST_SUFFIX}")}
-    for path in manifests:
+    for path in sorted(library.parent.glob(f"*{MANIFEST_SUFFIX}")):
         try:
             manifest = read_manifest(path)
         except ManifestError as exc:

@@ -16,7 +16,8 @@ from ptkit.runtime.switches import RuntimeSwitches
 
 __all__ = ["OpRoute", "device_types", "format_routes", "routes"]
 
-# Device type -> (dispatch key, the manifest backends that can serve it).
+# Device type -> (dispatch key, the manifest backends that can serve it; ROCm torch
+# registers HIP kernels under CUDA).
 _DEVICE_TYPES = {
     "cpu": ("CPU", ("cpu",)),
     "cuda": ("CUDA", ("cuda", "hip")),

@@ -34,7 +34,6 @@ from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read
 from ptkit.runtime.switches import RuntimeSwitches
 
 __all__ = [
-    "BACKEND_DISPATCH_KEYS",
     "LoadDecision",
     "LoadStatus",
     "TorchFacts",
@@ -44,9 +43,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("ptkit.runtime")
-
-# The dispatch key a backend's kernels register under (ROCm torch reuses CUDA's).
-BACKEND_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "hip": "CUDA", "xpu": "XPU", "metal": "MPS"}
 
 
 # torch.ops.load_library is untyped; this is its real signature.

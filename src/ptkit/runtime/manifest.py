@@ -17,7 +17,6 @@ __all__ = ["MANIFEST_SUFFIX", "Manifest", "ManifestError", "find_manifests", "re
 
 MANIFEST_SUFFIX = ".manifest.json"
 SCHEMA_VERSION = 1
-SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 BACKENDS = ("cpu", "cuda", "hip", "xpu", "metal")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
