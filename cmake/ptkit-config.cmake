@@ -6,12 +6,22 @@
 #   ptkit_add_kernel_library(myext_cpu BACKEND cpu NAMESPACE myext
 #                            SOURCES ops.cpp ISA_SOURCES kernels.cpp ISA ${PTKIT_RECIPE_ISA}
 #                            OPS my_op DTYPES float32 INSTALL_DIR myext/_native)
+#   ptkit_enable_backend(hip RESULT_VAR have_hip)      # at directory scope
+#   if(have_hip)
+#     ptkit_add_kernel_library(myext_hip BACKEND hip … TARGETS gfx942 gfx1100 …)
+#   endif()
 #
 # ptkit_add_kernel_library is the opinionated call; it equals
-#   add_library(MODULE) + ptkit_target_stable_abi() + ptkit_target_cpu_isa()
-#   + ptkit_install_kernel_library() (install rules and manifest); for BACKEND cuda,
-#   ptkit_resolve_cuda_targets() + ptkit_target_cuda_archs() instead of the ISA step
-#   (call ptkit_enable_cuda() first, at directory scope).
+#   add_library(MODULE) + ptkit_target_stable_abi() + the backend's step
+#   + ptkit_install_kernel_library() (install rules and manifest). The backend's step:
+#   cpu   ptkit_target_cpu_isa()
+#   cuda  ptkit_resolve_cuda_targets() + ptkit_target_cuda_archs()
+#   hip   ptkit_resolve_hip_targets() + ptkit_target_hip_sources() (.hip sources)
+#   xpu   ptkit_target_xpu_sources() (SYCL sources, SYCL_SOURCES)
+#   metal ptkit_add_metal_library() (no C++ library: a .metallib or the .metal sources)
+# Each call adds a row to the build report printed at the end of configure
+# (ptkit-report.cmake). A backend whose toolchain is missing is skipped with the reason;
+# one whose requested targets cannot be built fails the build.
 include_guard(GLOBAL)
 # An empty keyword value (e.g. AUDIT "") stays an empty string in cmake_parse_arguments.
 if(POLICY CMP0174)
@@ -26,17 +36,69 @@ include("${CMAKE_CURRENT_LIST_DIR}/ptkit-python.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-torch.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-cpu.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-cuda.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/ptkit-hip.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/ptkit-xpu.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/ptkit-metal.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-manifest.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/ptkit-report.cmake")
 
-# ptkit_add_kernel_library(<name> BACKEND cpu|cuda NAMESPACE <ns> SOURCES <src>…
-#     [ISA_SOURCES <src>… ISA <level>…]            (cpu)
-#     [TARGETS <sm_…|compute_…>… OPTIONAL_TARGETS …] (cuda; PTKIT_CUDA_ARCHS overrides TARGETS)
+# ptkit_enable_backend(<cpu|cuda|hip|xpu|metal> [REQUIRED] RESULT_VAR <var>)
+# Finds the backend's toolchain (and enables CUDA for cuda). Not found: <var> is FALSE
+# and the build report says why; with REQUIRED the build fails with that reason
+# instead. A macro: enable_language must run at directory scope.
+macro(ptkit_enable_backend _ptkit_backend)
+  cmake_parse_arguments(_ptkit_eb "REQUIRED" "RESULT_VAR" "" ${ARGN})
+  set(_ptkit_eb_found TRUE)
+  set(_ptkit_eb_reason "")
+  if("${_ptkit_backend}" STREQUAL "cuda")
+    _ptkit_find_nvcc(_ptkit_eb_found _ptkit_eb_reason)
+    if(_ptkit_eb_found)
+      _ptkit_enable_cuda_language()
+    endif()
+  elseif("${_ptkit_backend}" STREQUAL "hip")
+    _ptkit_find_hip(_ptkit_eb_found _ptkit_eb_reason)
+  elseif("${_ptkit_backend}" STREQUAL "xpu")
+    ptkit_find_xpu_compiler(FOUND_VAR _ptkit_eb_found REASON_VAR _ptkit_eb_reason)
+  elseif("${_ptkit_backend}" STREQUAL "metal")
+    _ptkit_find_metal(_ptkit_eb_found _ptkit_eb_reason)
+  elseif(NOT "${_ptkit_backend}" STREQUAL "cpu")
+    message(FATAL_ERROR "ptkit_enable_backend: unknown backend '${_ptkit_backend}' "
+                        "(expected cpu, cuda, hip, xpu or metal)")
+  endif()
+  if(NOT _ptkit_eb_found)
+    if(_ptkit_eb_REQUIRED)
+      ptkit_report_backend(${_ptkit_backend} failed "${_ptkit_eb_reason}")
+      message(SEND_ERROR "ptkit: the ${_ptkit_backend} backend is required but was not found: "
+                         "${_ptkit_eb_reason}")
+    else()
+      ptkit_report_backend(${_ptkit_backend} skipped "${_ptkit_eb_reason}")
+      message(STATUS "ptkit: ${_ptkit_backend} skipped: ${_ptkit_eb_reason}")
+    endif()
+  endif()
+  if(_ptkit_eb_RESULT_VAR)
+    set(${_ptkit_eb_RESULT_VAR} ${_ptkit_eb_found})
+  endif()
+endmacro()
+
+# ptkit_enable_cuda(): ptkit_enable_backend(cuda REQUIRED), kept for existing projects.
+macro(ptkit_enable_cuda)
+  ptkit_enable_backend(cuda REQUIRED)
+endmacro()
+
+# ptkit_add_kernel_library(<name> BACKEND cpu|cuda|hip|xpu|metal NAMESPACE <ns> SOURCES <src>…
+#     [ISA_SOURCES <src>… ISA <level>…]                 (cpu)
+#     [TARGETS <target>… OPTIONAL_TARGETS <target>…]   (cuda: sm_…/compute_…, PTKIT_CUDA_ARCHS
+#                                                       overrides; hip: gfx…, PTKIT_HIP_TARGETS
+#                                                       overrides; xpu: AOT devices + spir64)
+#     [SYCL_SOURCES <src>…]                             (xpu: compiled by icpx)
 #     [INCLUDE_DIRS <dir>…] OPS <op>… DTYPES <dtype>…
 #     [VARIANT <variant>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>] INSTALL_DIR <dir>)
+# For hip and cuda, SOURCES ending in .hip / .cu are device code; for metal, SOURCES
+# are the .metal files. Call ptkit_enable_backend() for the backend first.
 function(ptkit_add_kernel_library name)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
     "BACKEND;NAMESPACE;VARIANT;PACKAGE;TORCH_TARGET_VERSION;INSTALL_DIR"
-    "SOURCES;ISA_SOURCES;ISA;TARGETS;OPTIONAL_TARGETS;INCLUDE_DIRS;OPS;DTYPES")
+    "SOURCES;ISA_SOURCES;ISA;TARGETS;OPTIONAL_TARGETS;SYCL_SOURCES;INCLUDE_DIRS;OPS;DTYPES")
   set(fn "ptkit_add_kernel_library(${name})")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "${fn}: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
@@ -46,8 +108,8 @@ function(ptkit_add_kernel_library name)
       message(FATAL_ERROR "${fn}: ${required} is required")
     endif()
   endforeach()
-  if(NOT arg_BACKEND MATCHES "^(cpu|cuda)$")
-    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not supported yet; supported: cpu, cuda")
+  if(NOT arg_BACKEND MATCHES "^(cpu|cuda|hip|xpu|metal)$")
+    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of cpu, cuda, hip, xpu, metal")
   endif()
   if(NOT arg_TORCH_TARGET_VERSION)
     set(arg_TORCH_TARGET_VERSION "${PTKIT_DEFAULT_TORCH_TARGET_VERSION}")
@@ -59,80 +121,177 @@ function(ptkit_add_kernel_library name)
     set(arg_PACKAGE "${arg_NAMESPACE}")
   endif()
 
-  add_library(${name} MODULE ${arg_SOURCES})
-  target_include_directories(${name} PRIVATE ${arg_INCLUDE_DIRS})
-  ptkit_target_stable_abi(${name} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION})
-  string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" toolkit_name)
-  set(toolkit_version "${CMAKE_CXX_COMPILER_VERSION}")
   set(dropped "")
   set(audit "")
-
-  if(arg_BACKEND STREQUAL "cpu")
-    set(isa_built "")
-    if(arg_ISA_SOURCES)
-      if(NOT arg_ISA)
-        set(arg_ISA default)
-      endif()
-      ptkit_target_cpu_isa(${name} SOURCES ${arg_ISA_SOURCES} ISA ${arg_ISA}
-                           INCLUDE_DIRS ${arg_INCLUDE_DIRS} BUILT_VAR isa_built)
-    endif()
-    _ptkit_json_string_array(isa_json ${isa_built})
-    set(targets_json "{\"isa\": ${isa_json}}")
+  set(file "")
+  set(error "")
+  if(arg_BACKEND STREQUAL "metal")
+    _ptkit_metal_library()
   else()
-    if(NOT PTKIT_NVCC OR NOT CMAKE_CUDA_COMPILER_LOADED)
-      message(FATAL_ERROR "${fn}: BACKEND cuda needs ptkit_enable_cuda() first (at directory scope, "
-                          "before the call)")
+    add_library(${name} MODULE)
+    target_include_directories(${name} PRIVATE ${arg_INCLUDE_DIRS})
+    ptkit_target_stable_abi(${name} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION})
+    string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" toolkit_name)
+    set(toolkit_version "${CMAKE_CXX_COMPILER_VERSION}")
+    if(arg_BACKEND STREQUAL "cpu")
+      target_sources(${name} PRIVATE ${arg_SOURCES})
+      _ptkit_cpu_library()
+    elseif(arg_BACKEND STREQUAL "cuda")
+      target_sources(${name} PRIVATE ${arg_SOURCES})
+      _ptkit_cuda_library()
+    elseif(arg_BACKEND STREQUAL "hip")
+      _ptkit_hip_library()
+    else()
+      _ptkit_xpu_library()
     endif()
-    set(requested ${arg_TARGETS})
-    if(DEFINED ENV{PTKIT_CUDA_ARCHS} AND NOT "$ENV{PTKIT_CUDA_ARCHS}" STREQUAL "")
-      ptkit_parse_cuda_arch_list("$ENV{PTKIT_CUDA_ARCHS}" requested)
-      set(arg_OPTIONAL_TARGETS "")
-      message(STATUS "ptkit: ${name}: PTKIT_CUDA_ARCHS=$ENV{PTKIT_CUDA_ARCHS} -> ${requested}")
+  endif()
+  if(error)
+    # The row and the error both name the cause; configure goes on so that the report
+    # is printed, and generation is refused.
+    string(REGEX REPLACE "^ptkit: " "" reason "${error}")
+    ptkit_report_backend(${arg_BACKEND} failed "${name}: ${reason}")
+    message(SEND_ERROR "${error}")
+    if(TARGET ${name})
+      set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
     endif()
-    if(NOT requested AND NOT arg_OPTIONAL_TARGETS)
-      message(FATAL_ERROR "${fn}: BACKEND cuda needs TARGETS (e.g. sm_90 compute_120) or PTKIT_CUDA_ARCHS")
+    return()
+  endif()
+  ptkit_report_backend(${arg_BACKEND} built "${name}: ${report}")
+
+  ptkit_install_kernel_library(${name}
+    BACKEND ${arg_BACKEND} VARIANT ${arg_VARIANT} PACKAGE ${arg_PACKAGE}
+    NAMESPACE ${arg_NAMESPACE} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION}
+    TOOLKIT_NAME ${toolkit_name} TOOLKIT_VERSION ${toolkit_version}
+    TARGETS_JSON "${targets_json}" DROPPED ${dropped} AUDIT ${audit} FILE "${file}"
+    OPS ${arg_OPS} DTYPES ${arg_DTYPES} INSTALL_DIR ${arg_INSTALL_DIR})
+endfunction()
+
+# The backend steps of ptkit_add_kernel_library: macros, so that they read its arg_*
+# and set targets_json, report, toolkit_*, dropped, audit, file and error in its scope.
+
+macro(_ptkit_cpu_library)
+  set(isa_built "")
+  if(arg_ISA_SOURCES)
+    if(NOT arg_ISA)
+      set(arg_ISA default)
     endif()
-    ptkit_resolve_cuda_targets(REQUESTED ${requested} OPTIONAL ${arg_OPTIONAL_TARGETS}
-                               SASS_VAR sass PTX_VAR ptx DROPPED_VAR dropped)
+    ptkit_target_cpu_isa(${name} SOURCES ${arg_ISA_SOURCES} ISA ${arg_ISA}
+                         INCLUDE_DIRS ${arg_INCLUDE_DIRS} BUILT_VAR isa_built)
+  endif()
+  _ptkit_json_string_array(isa_json ${isa_built})
+  set(targets_json "{\"isa\": ${isa_json}}")
+  list(JOIN isa_built ", " isa_text)
+  set(report "isa ${isa_text} (${toolkit_name} ${toolkit_version})")
+endmacro()
+
+macro(_ptkit_cuda_library)
+  if(NOT PTKIT_NVCC OR NOT CMAKE_CUDA_COMPILER_LOADED)
+    message(FATAL_ERROR "${fn}: BACKEND cuda needs ptkit_enable_backend(cuda) first (at directory "
+                        "scope, before the call)")
+  endif()
+  set(requested ${arg_TARGETS})
+  if(DEFINED ENV{PTKIT_CUDA_ARCHS} AND NOT "$ENV{PTKIT_CUDA_ARCHS}" STREQUAL "")
+    ptkit_parse_cuda_arch_list("$ENV{PTKIT_CUDA_ARCHS}" requested)
+    set(arg_OPTIONAL_TARGETS "")
+    message(STATUS "ptkit: ${name}: PTKIT_CUDA_ARCHS=$ENV{PTKIT_CUDA_ARCHS} -> ${requested}")
+  endif()
+  if(NOT requested AND NOT arg_OPTIONAL_TARGETS)
+    message(FATAL_ERROR "${fn}: BACKEND cuda needs TARGETS (e.g. sm_90 compute_120) or PTKIT_CUDA_ARCHS")
+  endif()
+  ptkit_resolve_cuda_targets(REQUESTED ${requested} OPTIONAL ${arg_OPTIONAL_TARGETS}
+                             SASS_VAR sass PTX_VAR ptx DROPPED_VAR dropped ERROR_VAR error)
+  if(NOT error)
     ptkit_target_cuda_archs(${name} SASS ${sass} PTX ${ptx})
-    target_compile_definitions(${name} PRIVATE USE_CUDA)
-    # cuda_runtime_api.h for the host-compiled op layer.
-    target_include_directories(${name} SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
-    # The shared runtime torch already loaded (DT_NEEDED libcudart.so.<major>, no RPATH): the
-    # wheel carries no second copy. pip's runtime ships only the versioned file name.
-    # pip's toolkit keeps it in lib/, a system toolkit in lib64/ or targets/<arch>/lib.
-    set(cudart "")
-    foreach(dir "${PTKIT_CUDA_TOOLKIT_ROOT}/lib" "${PTKIT_CUDA_TOOLKIT_ROOT}/lib64"
-                ${CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES})
-      file(GLOB found "${dir}/libcudart.so.[0-9]*")
-      list(FILTER found INCLUDE REGEX "libcudart\\.so\\.[0-9]+$")
-      list(APPEND cudart ${found})
-    endforeach()
-    if(NOT cudart)
-      message(FATAL_ERROR "${fn}: no libcudart.so.<major> in ${PTKIT_CUDA_TOOLKIT_ROOT}: "
-                          "pip install 'nvidia-cuda-runtime==${PTKIT_CUDA_VERSION}.*'")
-    endif()
-    list(GET cudart 0 cudart)
-    find_library(PTKIT_TORCH_CUDA_LIBRARY NAMES torch_cuda PATHS "${PTKIT_TORCH_ROOT}/lib" NO_DEFAULT_PATH)
-    if(NOT PTKIT_TORCH_CUDA_LIBRARY)
-      message(FATAL_ERROR "${fn}: torch ${PTKIT_TORCH_VERSION} has no libtorch_cuda: build the CUDA "
-                          "library against a CUDA build of torch (e.g. torch==2.14.1 from PyPI)")
-    endif()
-    target_link_libraries(${name} PRIVATE "${PTKIT_TORCH_CUDA_LIBRARY}" "${cudart}")
-    set_target_properties(${name} PROPERTIES CUDA_RUNTIME_LIBRARY None)
+    _ptkit_cuda_link(${name})
     _ptkit_json_string_array(sass_json ${sass})
     _ptkit_json_string_array(ptx_json ${ptx})
     set(targets_json "{\"sass\": ${sass_json}, \"ptx\": ${ptx_json}}")
     set(toolkit_name "cuda")
     set(toolkit_version "${PTKIT_CUDA_FULL_VERSION}")
     set(audit "cuda")
+    list(JOIN sass ", " sass_text)
+    list(JOIN ptx ", " ptx_text)
+    set(report "SASS ${sass_text}; PTX ${ptx_text} (CUDA ${PTKIT_CUDA_FULL_VERSION}, ${PTKIT_CUDA_SOURCE})")
+    if(dropped)
+      list(JOIN dropped ", " dropped_text)
+      string(APPEND report ", dropped ${dropped_text}")
+    endif()
     message(STATUS "ptkit: ${name}: CUDA SASS ${sass}; PTX ${ptx}; dropped: ${dropped}")
   endif()
+endmacro()
 
-  ptkit_install_kernel_library(${name}
-    BACKEND ${arg_BACKEND} VARIANT ${arg_VARIANT} PACKAGE ${arg_PACKAGE}
-    NAMESPACE ${arg_NAMESPACE} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION}
-    TOOLKIT_NAME ${toolkit_name} TOOLKIT_VERSION ${toolkit_version}
-    TARGETS_JSON "${targets_json}" DROPPED ${dropped} AUDIT ${audit}
-    OPS ${arg_OPS} DTYPES ${arg_DTYPES} INSTALL_DIR ${arg_INSTALL_DIR})
-endfunction()
+macro(_ptkit_hip_library)
+  if(NOT PTKIT_HIPCC)
+    message(FATAL_ERROR "${fn}: BACKEND hip needs ptkit_enable_backend(hip) first")
+  endif()
+  set(requested ${arg_TARGETS})
+  if(DEFINED ENV{PTKIT_HIP_TARGETS} AND NOT "$ENV{PTKIT_HIP_TARGETS}" STREQUAL "")
+    string(REGEX REPLACE "[ ,]+" ";" requested "$ENV{PTKIT_HIP_TARGETS}")
+    set(arg_OPTIONAL_TARGETS "")
+    message(STATUS "ptkit: ${name}: PTKIT_HIP_TARGETS=$ENV{PTKIT_HIP_TARGETS}")
+  endif()
+  if(NOT requested AND NOT arg_OPTIONAL_TARGETS)
+    message(FATAL_ERROR "${fn}: BACKEND hip needs TARGETS (e.g. gfx942 gfx1100) or PTKIT_HIP_TARGETS")
+  endif()
+  set(hip_sources ${arg_SOURCES})
+  list(FILTER hip_sources INCLUDE REGEX "\\.hip$")
+  set(host_sources ${arg_SOURCES})
+  list(FILTER host_sources EXCLUDE REGEX "\\.hip$")
+  target_sources(${name} PRIVATE ${host_sources})
+  ptkit_resolve_hip_targets(REQUESTED ${requested} OPTIONAL ${arg_OPTIONAL_TARGETS}
+                            TARGETS_VAR gfx DROPPED_VAR dropped ERROR_VAR error)
+  if(NOT error)
+    ptkit_target_hip_sources(${name} SOURCES ${hip_sources} TARGETS ${gfx} INCLUDE_DIRS ${arg_INCLUDE_DIRS})
+    _ptkit_json_string_array(gfx_json ${gfx})
+    set(targets_json "{\"gfx\": ${gfx_json}}")
+    set(toolkit_name "hip")
+    set(toolkit_version "${PTKIT_HIP_VERSION}")
+    set(audit "hip")
+    list(JOIN gfx ", " gfx_text)
+    set(report "${gfx_text} (HIP ${PTKIT_HIP_VERSION}, ${PTKIT_HIP_SOURCE} ${PTKIT_HIPCC})")
+    if(dropped)
+      list(JOIN dropped ", " dropped_text)
+      string(APPEND report ", dropped ${dropped_text}")
+    endif()
+  endif()
+endmacro()
+
+macro(_ptkit_xpu_library)
+  if(NOT PTKIT_ICPX)
+    message(FATAL_ERROR "${fn}: BACKEND xpu needs ptkit_enable_backend(xpu) first")
+  endif()
+  if(NOT arg_TARGETS)
+    message(FATAL_ERROR "${fn}: BACKEND xpu needs TARGETS (AOT devices such as pvc bmg, and spir64 for JIT)")
+  endif()
+  target_sources(${name} PRIVATE ${arg_SOURCES})
+  target_compile_definitions(${name} PRIVATE PTKIT_GPU_XPU)
+  set(devices ${arg_TARGETS})
+  list(REMOVE_ITEM devices spir64)
+  set(jit "")
+  if("spir64" IN_LIST arg_TARGETS)
+    set(jit JIT)
+  endif()
+  ptkit_target_xpu_sources(${name} SOURCES ${arg_SYCL_SOURCES} DEVICES ${devices} ${jit}
+                           INCLUDE_DIRS ${arg_INCLUDE_DIRS})
+  _ptkit_json_string_array(xpu_json ${arg_TARGETS})
+  set(targets_json "{\"xpu\": ${xpu_json}}")
+  set(toolkit_name "oneapi")
+  set(toolkit_version "${PTKIT_ICPX_VERSION}")
+  list(JOIN arg_TARGETS ", " xpu_text)
+  set(report "${xpu_text} (icpx ${PTKIT_ICPX_VERSION})")
+endmacro()
+
+macro(_ptkit_metal_library)
+  if(NOT PTKIT_METAL_MODE)
+    message(FATAL_ERROR "${fn}: BACKEND metal needs ptkit_enable_backend(metal) first")
+  endif()
+  ptkit_add_metal_library(${name} SOURCES ${arg_SOURCES} FILE_VAR file)
+  set(targets_json "{\"metal\": [\"${PTKIT_METAL_MODE}\"]}")
+  set(toolkit_name "metal")
+  set(toolkit_version "${PTKIT_METAL_VERSION}")
+  if(PTKIT_METAL_MODE STREQUAL "metallib")
+    set(report "metallib (xcrun metal ${PTKIT_METAL_VERSION})")
+  else()
+    set(report "sources shipped, compiled at first use by torch.mps.compile_shader (no xcrun metal here)")
+  endif()
+endmacro()

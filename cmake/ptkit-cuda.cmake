@@ -16,8 +16,9 @@ set(_PTKIT_CUDA_MIN_VERSION_110 "13.0")
 set(_PTKIT_CUDA_MIN_VERSION_120 "12.8")
 set(_PTKIT_CUDA_MIN_VERSION_121 "12.9")
 
-# _ptkit_find_nvcc(): PTKIT_NVCC, PTKIT_CUDA_ROOT, PTKIT_CUDA_VERSION, PTKIT_CUDA_SOURCE.
-function(_ptkit_find_nvcc)
+# _ptkit_find_nvcc(<found_var> <reason_var>): on success sets PTKIT_NVCC,
+# PTKIT_CUDA_TOOLKIT_ROOT, PTKIT_CUDA_VERSION, PTKIT_CUDA_FULL_VERSION and PTKIT_CUDA_SOURCE.
+function(_ptkit_find_nvcc found_var reason_var)
   set(source "")
   set(root "${PTKIT_CUDA_ROOT}")
   if(root)
@@ -26,13 +27,15 @@ function(_ptkit_find_nvcc)
     if(CUDAToolkit_ROOT)
       set(root "${CUDAToolkit_ROOT}")
     else()
-      find_program(_system_nvcc nvcc REQUIRED)
-      execute_process(COMMAND "${_system_nvcc}" -v --version OUTPUT_QUIET ERROR_VARIABLE verbose)
-      if(verbose MATCHES "#\\$ TOP=([^\r\n]*)")
-        get_filename_component(root "${CMAKE_MATCH_1}" ABSOLUTE)
-      else()
-        get_filename_component(root "${_system_nvcc}" DIRECTORY)
-        get_filename_component(root "${root}/.." ABSOLUTE)
+      find_program(_system_nvcc nvcc NO_CACHE)
+      if(_system_nvcc)
+        execute_process(COMMAND "${_system_nvcc}" -v --version OUTPUT_QUIET ERROR_VARIABLE verbose)
+        if(verbose MATCHES "#\\$ TOP=([^\r\n]*)")
+          get_filename_component(root "${CMAKE_MATCH_1}" ABSOLUTE)
+        else()
+          get_filename_component(root "${_system_nvcc}" DIRECTORY)
+          get_filename_component(root "${root}/.." ABSOLUTE)
+        endif()
       endif()
     endif()
     set(source "system")
@@ -50,16 +53,22 @@ print(found[-1].as_posix() if found else "")
     set(source "pip")
   endif()
   if(NOT root OR NOT EXISTS "${root}/bin/nvcc")
-    message(FATAL_ERROR
-      "ptkit: no CUDA toolkit found (looked for nvcc from pip in ${Python_EXECUTABLE}'s "
-      "site-packages). Install the recipe's toolkit: pip install 'nvidia-cuda-nvcc==13.5.*' "
+    set(${found_var} FALSE PARENT_SCOPE)
+    string(CONCAT reason
+      "no CUDA toolkit found (looked for nvcc from pip in ${Python_EXECUTABLE}'s "
+      "site-packages). Fix: install the recipe's toolkit: pip install 'nvidia-cuda-nvcc==13.5.*' "
       "'nvidia-cuda-runtime==13.5.*' 'nvidia-cuda-crt==13.5.*' 'nvidia-cuda-cccl==13.*', "
-      "or set PTKIT_CUDA_ROOT to a toolkit, or -DPTKIT_CUDA_USE_SYSTEM=ON for the system CUDA.")
+      "or set PTKIT_CUDA_ROOT to a toolkit, or -DPTKIT_CUDA_USE_SYSTEM=ON for the system CUDA")
+    set(${reason_var} "${reason}" PARENT_SCOPE)
+    return()
   endif()
   execute_process(COMMAND "${root}/bin/nvcc" --version OUTPUT_VARIABLE out RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "release ([0-9]+\\.[0-9]+), V([0-9.]+)")
-    message(FATAL_ERROR "ptkit: ${root}/bin/nvcc --version failed: ${out}")
+    set(${found_var} FALSE PARENT_SCOPE)
+    set(${reason_var} "${root}/bin/nvcc --version failed: ${out}" PARENT_SCOPE)
+    return()
   endif()
+  set(${found_var} TRUE PARENT_SCOPE)
   set(PTKIT_NVCC "${root}/bin/nvcc" PARENT_SCOPE)
   set(PTKIT_CUDA_TOOLKIT_ROOT "${root}" PARENT_SCOPE)
   set(PTKIT_CUDA_VERSION "${CMAKE_MATCH_1}" PARENT_SCOPE)
@@ -67,10 +76,9 @@ print(found[-1].as_posix() if found else "")
   set(PTKIT_CUDA_SOURCE "${source}" PARENT_SCOPE)
 endfunction()
 
-# ptkit_enable_cuda(): find the toolkit and enable CUDA. A macro: enable_language must
-# run at directory scope.
-macro(ptkit_enable_cuda)
-  _ptkit_find_nvcc()
+# _ptkit_enable_cuda_language(): after _ptkit_find_nvcc succeeded. A macro:
+# enable_language must run at directory scope.
+macro(_ptkit_enable_cuda_language)
   set(CMAKE_CUDA_COMPILER "${PTKIT_NVCC}")
   set(CUDAToolkit_ROOT "${PTKIT_CUDA_TOOLKIT_ROOT}")
   # Targets are passed as explicit -gencode flags (ptkit_target_cuda_archs), so CMake's
@@ -100,11 +108,13 @@ function(ptkit_parse_cuda_arch_list list out_var)
   set(${out_var} "${result}" PARENT_SCOPE)
 endfunction()
 
-# ptkit_resolve_cuda_targets(REQUESTED <t>… [OPTIONAL <t>…] SASS_VAR <v> PTX_VAR <v> DROPPED_VAR <v>)
+# ptkit_resolve_cuda_targets(REQUESTED <t>… [OPTIONAL <t>…] SASS_VAR <v> PTX_VAR <v>
+#                            DROPPED_VAR <v> ERROR_VAR <v>)
 # Intersects the requested targets with `nvcc --list-gpu-code/--list-gpu-arch`. A
-# requested target the toolkit lacks fails configure, unless it is optional.
+# requested target the toolkit lacks sets ERROR_VAR (the caller fails the build),
+# unless it is optional.
 function(ptkit_resolve_cuda_targets)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "SASS_VAR;PTX_VAR;DROPPED_VAR" "REQUESTED;OPTIONAL")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "SASS_VAR;PTX_VAR;DROPPED_VAR;ERROR_VAR" "REQUESTED;OPTIONAL")
   execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-code OUTPUT_VARIABLE codes)
   execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-arch OUTPUT_VARIABLE archs)
   string(STRIP "${codes}" codes)
@@ -114,9 +124,11 @@ function(ptkit_resolve_cuda_targets)
   set(sass "")
   set(ptx "")
   set(dropped "")
+  set(error "")
   foreach(target IN LISTS arg_REQUESTED arg_OPTIONAL)
     if(NOT target MATCHES "^(sm|compute)_([0-9]+)([af]?)$")
-      message(FATAL_ERROR "ptkit: '${target}' is not a CUDA target (sm_90, sm_90a, sm_100f, compute_120)")
+      set(error "ptkit: '${target}' is not a CUDA target (sm_90, sm_90a, sm_100f, compute_120)")
+      break()
     endif()
     set(kind "${CMAKE_MATCH_1}")
     set(cc "${CMAKE_MATCH_2}")
@@ -132,11 +144,12 @@ function(ptkit_resolve_cuda_targets)
       if(DEFINED _PTKIT_CUDA_MIN_VERSION_${cc})
         set(need "CUDA >= ${_PTKIT_CUDA_MIN_VERSION_${cc}}")
       endif()
-      message(FATAL_ERROR
+      string(CONCAT error
         "ptkit: CUDA target ${target} needs ${need}; found ${PTKIT_CUDA_FULL_VERSION} at ${PTKIT_NVCC} "
         "(it builds: ${codes_line}). Fix: use the recipe's pip toolkit (pip install "
         "'nvidia-cuda-nvcc==13.5.*' … and unset PTKIT_CUDA_USE_SYSTEM), or mark ${target} "
         "optional in the recipe (targets.cuda-optional), or remove it from PTKIT_CUDA_ARCHS.")
+      break()
     endif()
     if(kind STREQUAL "sm")
       list(APPEND sass "${target}")
@@ -144,9 +157,10 @@ function(ptkit_resolve_cuda_targets)
       list(APPEND ptx "${target}")
     endif()
   endforeach()
-  if(NOT sass AND NOT ptx)
-    message(FATAL_ERROR "ptkit: no CUDA target left to build (requested: ${arg_REQUESTED} ${arg_OPTIONAL})")
+  if(NOT error AND NOT sass AND NOT ptx)
+    set(error "ptkit: no CUDA target left to build (requested: ${arg_REQUESTED} ${arg_OPTIONAL})")
   endif()
+  set(${arg_ERROR_VAR} "${error}" PARENT_SCOPE)
   set(${arg_SASS_VAR} "${sass}" PARENT_SCOPE)
   set(${arg_PTX_VAR} "${ptx}" PARENT_SCOPE)
   set(${arg_DROPPED_VAR} "${dropped}" PARENT_SCOPE)
@@ -174,3 +188,33 @@ endfunction()
 
 set(PTKIT_CUDA_COMPRESS_MODE "size" CACHE STRING
     "nvcc --compress-mode for the fatbinary: size (smallest wheel), balance, speed, none")
+
+# _ptkit_cuda_link(<target>): the host side of a CUDA kernel library: torch's CUDA shim
+# (libtorch_cuda) and the shared CUDA runtime that torch has already loaded
+# (DT_NEEDED libcudart.so.<major>, no RPATH), so the wheel carries no second copy.
+function(_ptkit_cuda_link target)
+  target_compile_definitions(${target} PRIVATE USE_CUDA)
+  # cuda_runtime_api.h for host-compiled files.
+  target_include_directories(${target} SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
+  # pip's runtime ships only the versioned file name; pip's toolkit keeps it in lib/,
+  # a system toolkit in lib64/ or targets/<arch>/lib.
+  set(cudart "")
+  foreach(dir "${PTKIT_CUDA_TOOLKIT_ROOT}/lib" "${PTKIT_CUDA_TOOLKIT_ROOT}/lib64"
+              ${CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES})
+    file(GLOB found "${dir}/libcudart.so.[0-9]*")
+    list(FILTER found INCLUDE REGEX "libcudart\\.so\\.[0-9]+$")
+    list(APPEND cudart ${found})
+  endforeach()
+  if(NOT cudart)
+    message(FATAL_ERROR "ptkit: no libcudart.so.<major> in ${PTKIT_CUDA_TOOLKIT_ROOT}: "
+                        "pip install 'nvidia-cuda-runtime==${PTKIT_CUDA_VERSION}.*'")
+  endif()
+  list(GET cudart 0 cudart)
+  find_library(PTKIT_TORCH_CUDA_LIBRARY NAMES torch_cuda PATHS "${PTKIT_TORCH_ROOT}/lib" NO_DEFAULT_PATH)
+  if(NOT PTKIT_TORCH_CUDA_LIBRARY)
+    message(FATAL_ERROR "ptkit: torch ${PTKIT_TORCH_VERSION} has no libtorch_cuda: build the CUDA "
+                        "library against a CUDA build of torch (e.g. torch==2.14.1 from PyPI)")
+  endif()
+  target_link_libraries(${target} PRIVATE "${PTKIT_TORCH_CUDA_LIBRARY}" "${cudart}")
+  set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY None)
+endfunction()

@@ -17,19 +17,26 @@ endfunction()
 
 # ptkit_install_kernel_library(<target> BACKEND <b> VARIANT <v> PACKAGE <dist> NAMESPACE <ns>
 #     TORCH_TARGET_VERSION <x.y> TOOLKIT_NAME <n> TOOLKIT_VERSION <v> TARGETS_JSON <json>
-#     [DROPPED <target>…] [AUDIT cuda] OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>)
-# Installs the library into INSTALL_DIR and writes <target>.manifest.json beside it;
-# the sha256 is taken from the installed file, after CMake's install-time RPATH edit.
+#     [DROPPED <target>…] [AUDIT cuda|hip] [FILE <path>] OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>)
+# Installs the library (the target's file, or FILE for a target that produces a plain
+# file: a .metallib or .metal sources) into INSTALL_DIR and writes
+# <target>.manifest.json beside it; the sha256 is taken from the installed file, after
+# CMake's install-time RPATH edit. AUDIT compares the GPU code inside with the manifest.
 function(ptkit_install_kernel_library target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
-    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT"
+    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT;FILE"
     "OPS;DTYPES;DROPPED")
 
+  if(arg_FILE)
+    get_filename_component(library_name "${arg_FILE}" NAME)
+  else()
+    set(library_name "$<TARGET_FILE_NAME:${target}>")
+  endif()
   set(m "{}")
   string(JSON m SET "${m}" schema_version "${PTKIT_MANIFEST_SCHEMA_VERSION}")
   string(JSON m SET "${m}" package "\"${arg_PACKAGE}\"")
   string(JSON m SET "${m}" namespace "\"${arg_NAMESPACE}\"")
-  string(JSON m SET "${m}" library "\"$<TARGET_FILE_NAME:${target}>\"")
+  string(JSON m SET "${m}" library "\"${library_name}\"")
   string(JSON m SET "${m}" backend "\"${arg_BACKEND}\"")
   string(JSON m SET "${m}" variant "\"${arg_VARIANT}\"")
   string(JSON m SET "${m}" toolkit
@@ -51,14 +58,18 @@ function(ptkit_install_kernel_library target)
 
   set(template "${CMAKE_CURRENT_BINARY_DIR}/${target}.manifest.in.json")
   file(GENERATE OUTPUT "${template}" CONTENT "${m}\n")
-  install(TARGETS ${target} LIBRARY DESTINATION "${arg_INSTALL_DIR}" RUNTIME DESTINATION "${arg_INSTALL_DIR}")
+  if(arg_FILE)
+    install(FILES "${arg_FILE}" DESTINATION "${arg_INSTALL_DIR}")
+  else()
+    install(TARGETS ${target} LIBRARY DESTINATION "${arg_INSTALL_DIR}" RUNTIME DESTINATION "${arg_INSTALL_DIR}")
+  endif()
   install(CODE "
-    set(_ptkit_library \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/$<TARGET_FILE_NAME:${target}>\")
+    set(_ptkit_library \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/${library_name}\")
     set(_ptkit_manifest_template \"${template}\")
     set(_ptkit_manifest \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/${target}.manifest.json\")
     set(_ptkit_audit \"${arg_AUDIT}\")
     set(_ptkit_python \"${Python_EXECUTABLE}\")
-    set(_ptkit_audit_script \"${PTKIT_PYTHON_TOOLS_DIR}/fatbin.py\")
+    set(_ptkit_tools_dir \"${PTKIT_PYTHON_TOOLS_DIR}\")
     set(_ptkit_cuda_root \"${PTKIT_CUDA_TOOLKIT_ROOT}\")
     include(\"${PTKIT_CMAKE_DIR}/ptkit-write-manifest.cmake\")
   ")

@@ -6,16 +6,22 @@ string(JSON _ptkit_m SET "${_ptkit_m}" sha256 "\"${_ptkit_sha256}\"")
 file(WRITE "${_ptkit_manifest}" "${_ptkit_m}\n")
 message(STATUS "ptkit: manifest ${_ptkit_manifest} (sha256 ${_ptkit_sha256})")
 
-# CUDA: the targets actually inside the fatbinary must be the manifest's (an arch list
-# lost on the way to nvcc must fail the build, not ship a wheel without GPU code).
+# GPU code: the targets actually inside the library must be the manifest's (an arch list
+# lost on the way to the compiler must fail the build, not ship a wheel without GPU code).
+set(_ptkit_audit_command "")
 if(_ptkit_audit STREQUAL "cuda")
+  set(_ptkit_audit_command "${_ptkit_tools_dir}/fatbin.py" check "${_ptkit_manifest}"
+                           --cuobjdump "${_ptkit_cuda_root}/bin/cuobjdump")
+elseif(_ptkit_audit STREQUAL "hip")
+  set(_ptkit_audit_command "${_ptkit_tools_dir}/offload.py" check "${_ptkit_manifest}")
+endif()
+if(_ptkit_audit_command)
   execute_process(
-    COMMAND "${_ptkit_python}" "${_ptkit_audit_script}" check "${_ptkit_manifest}"
-            --cuobjdump "${_ptkit_cuda_root}/bin/cuobjdump"
+    COMMAND "${_ptkit_python}" ${_ptkit_audit_command}
     RESULT_VARIABLE _ptkit_rc OUTPUT_VARIABLE _ptkit_out ERROR_VARIABLE _ptkit_out)
   if(NOT _ptkit_rc EQUAL 0)
     file(REMOVE "${_ptkit_manifest}")
-    message(FATAL_ERROR "ptkit: fatbinary audit failed for ${_ptkit_library}:\n${_ptkit_out}")
+    message(FATAL_ERROR "ptkit: ${_ptkit_audit} code audit failed for ${_ptkit_library}:\n${_ptkit_out}")
   endif()
   message(STATUS "ptkit: ${_ptkit_out}")
 endif()

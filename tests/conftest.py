@@ -47,6 +47,18 @@ def cu13_wheel() -> Path:
 
 
 @pytest.fixture(scope="session")
+def rocm_wheel() -> Path:
+    """The rocm7.14 wheel: $PTKIT_TEST_ROCM_WHEEL (set by `make test`) or dist/rocm7.14/."""
+    given = os.environ.get("PTKIT_TEST_ROCM_WHEEL")
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "rocm7.14").glob("ptkit-*.whl"))
+    if not wheels or not wheels[-1].is_file():
+        pytest.fail(
+            "no rocm7.14 wheel to test: run `make test` (it builds dist/rocm7.14/ptkit-*.whl)"
+        )
+    return wheels[-1].resolve()
+
+
+@pytest.fixture(scope="session")
 def native_cpu_loaded() -> None:
     """Native-vs-reference tests mean nothing if the native library did not load."""
     import ptkit

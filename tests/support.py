@@ -147,3 +147,28 @@ def run_op_tests(python: Path | str, **env: str) -> subprocess.CompletedProcess[
         cwd=REPO,
         env=python_env(**env),
     )
+
+
+def cmake_configure(
+    source: Path, build: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Configure a CMake project with the venv's CMake and Ninja, without the caller's
+    PTKIT_* variables; returns the finished process (not checked: tests read errors)."""
+    venv_bin = Path(sys.executable).parent
+    cmd = [
+        str(venv_bin / "cmake"),
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={venv_bin / 'ninja'}",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        *args,
+    ]
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env=full_env, check=False
+    )

@@ -1167,3 +1167,34 @@ cudaError_t launch_bias_activation(const LinearArgs& args, cudaStream_t stream) 
 }
 
 }  // namespace ptkit::cuda
+
+// The backend-neutral launchers of ptkit/gpu/launchers.h, for the shared op layer.
+namespace ptkit::gpu {
+namespace {
+
+LaunchError to_launch_error(cudaError_t status) {
+  if (status == cudaSuccess) return {};
+  return {cudaGetErrorName(status), cudaGetErrorString(status)};
+}
+
+cudaStream_t cuda_stream(Stream stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
+LaunchError launch_rms_norm(const RmsNormArgs& args, Stream stream) {
+  return to_launch_error(cuda::launch_rms_norm(args, cuda_stream(stream)));
+}
+
+LaunchError launch_silu_and_mul(const SiluAndMulArgs& args, Stream stream) {
+  return to_launch_error(cuda::launch_silu_and_mul(args, cuda_stream(stream)));
+}
+
+LaunchError launch_gemv(const LinearArgs& args, Stream stream) {
+  return to_launch_error(cuda::launch_gemv(args, cuda_stream(stream)));
+}
+
+LaunchError launch_bias_activation(const LinearArgs& args, Stream stream) {
+  return to_launch_error(cuda::launch_bias_activation(args, cuda_stream(stream)));
+}
+
+}  // namespace ptkit::gpu

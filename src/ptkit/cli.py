@@ -73,6 +73,44 @@ def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
 
 
 @main.command()
+@click.option("--variant", required=True, help="Recipe to build: recipes/<variant>.toml.")
+@click.option(
+    "--source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path.cwd,
+    show_default="current directory",
+    help="The project to build (its pyproject.toml and recipes/).",
+)
+@click.option(
+    "--dist",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("dist"),
+    show_default=True,
+    help="Finished wheels go to DIST/<variant>/.",
+)
+@click.option(
+    "--allow-missing-backend",
+    is_flag=True,
+    help="Build even when the variant's GPU toolchain is missing (a CPU-only wheel).",
+)
+def build(variant: str, source: Path, dist: Path, allow_missing_backend: bool) -> None:
+    """Build one variant's wheel here, stage by stage, with the build report."""
+    from ptkit.build.pipeline import BuildError, build_variant
+
+    try:
+        build_variant(
+            variant,
+            repo=source.resolve(),
+            dist=dist,
+            require_backend=not allow_missing_backend,
+            echo=click.echo,
+        )
+    except BuildError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+
+
+@main.command()
 def demo() -> None:
     """Show where each op runs, then run each op natively and against the reference."""
     import torch

@@ -4,42 +4,16 @@ system's 13.0); configure only, nothing is compiled."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support import REPO
+from support import cmake_configure as _configure
 
 pytestmark = pytest.mark.integration
 
-VENV_BIN = Path(sys.executable).parent
 PIP_CUDA = sorted(REPO.glob(".toolchains/cu13/lib/python*/site-packages/nvidia/cu*"))
 SYSTEM_NVCC = Path("/usr/local/bin/nvcc")
-
-
-def _configure(
-    source: Path, build: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        str(VENV_BIN / "cmake"),
-        "-S",
-        str(source),
-        "-B",
-        str(build),
-        "-G",
-        "Ninja",
-        f"-DCMAKE_MAKE_PROGRAM={VENV_BIN / 'ninja'}",
-        f"-DPython_EXECUTABLE={sys.executable}",
-        *args,
-    ]
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
-    full_env.update(env or {})
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=300, env=full_env, check=False
-    )
 
 
 @pytest.fixture
@@ -94,7 +68,6 @@ def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Pat
         pytest.skip("no system nvcc on this machine")
     project = tmp_path / "ext"
     project.mkdir()
-    shutil.copy(REPO / "cuda" / "ops.cpp", project / "ops.cpp")
     (project / "kernels.cu").write_text("__global__ void k() {}\n")
     (project / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.26)\nproject(ext LANGUAGES CXX)\n"

@@ -103,7 +103,12 @@ def _manifest(**changes: object):  # type: ignore[no-untyped-def]
         ),
         ({"backend": "cuda"}, TORCH_ROCM, NO_SWITCHES, "is a ROCm build (HIP 7.14)"),
         ({"backend": "hip"}, TORCH_214_CUDA, NO_SWITCHES, "torch 2.14.1+cu130 is not a ROCm build"),
-        ({"backend": "hip"}, TORCH_ROCM, NO_SWITCHES, None),
+        (
+            {"backend": "hip", "toolkit": {"name": "hip", "version": "7.14.0"}},
+            TORCH_ROCM,
+            NO_SWITCHES,
+            None,
+        ),
         ({"backend": "xpu"}, TORCH_214_CUDA, NO_SWITCHES, "was built without XPU support"),
         ({"backend": "metal"}, TORCH_214_CUDA, NO_SWITCHES, "was built without MPS support"),
         (

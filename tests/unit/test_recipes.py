@@ -45,3 +45,45 @@ def test_local_label_must_follow_pep440(tmp_path: Path) -> None:
     )
     with pytest.raises(RecipeError, match="is not a PEP 440 local label"):
         load_recipe("x", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("variant", "backend", "targets"),
+    [
+        (
+            "cu13",
+            "cuda",
+            ("sm_90", "sm_100", "sm_103", "sm_107", "sm_110", "sm_120", "compute_120"),
+        ),
+        ("rocm7.14", "hip", ("gfx942", "gfx950", "gfx1100", "gfx1201")),
+        ("xpu", "xpu", ("pvc", "bmg", "spir64")),
+        ("metal", "metal", ()),
+    ],
+)
+def test_every_accelerator_recipe_is_valid(
+    variant: str, backend: str, targets: tuple[str, ...]
+) -> None:
+    recipe = load_recipe(variant, RECIPES)
+    assert recipe.backend == backend and recipe.local_version == variant == recipe.index_path
+    assert {"cuda": recipe.targets.cuda, "hip": recipe.targets.hip, "xpu": recipe.targets.xpu}.get(
+        backend, ()
+    ) == targets
+
+
+def test_rocm_toolkit_comes_from_therocks_index() -> None:
+    toolkit = load_recipe("rocm7.14", RECIPES).toolkit
+    assert toolkit.index_url.startswith("https://rocm.nightlies.amd.com/")
+    assert toolkit.packages == ("rocm[libraries,devel]==7.14.*",)
+
+
+def test_gpu_targets_are_checked_against_the_backend(tmp_path: Path) -> None:
+    (tmp_path / "y.toml").write_text(
+        '[variant]\nname = "y"\nbackend = "cuda"\nlocal-version = "y"\n'
+        '[targets]\ncuda = ["sm_90"]\nhip = ["gfx942", "sm_90"]\nxpu = ["PVC!"]\n'
+    )
+    with pytest.raises(RecipeError) as info:
+        load_recipe("y", tmp_path)
+    message = str(info.value)
+    assert "targets.hip: 'sm_90' is not an AMD GPU target" in message
+    assert "targets.xpu: 'PVC!' is not an Intel GPU device name" in message
+    assert "targets.hip is set but the backend is 'cuda', not 'hip'" in message

@@ -1,8 +1,8 @@
 """``ptkit inspect``: what a wheel or a native library really contains.
 
 For each native library: its manifest, what it links (DT_NEEDED, RPATH), the
-stable-ABI symbol audit, and for CUDA libraries the SASS/PTX inside the fatbinary
-(``cuobjdump``) compared with the manifest.
+stable-ABI symbol audit, and the GPU code inside compared with the manifest: SASS/PTX
+of the CUDA fatbinary (``cuobjdump``), gfx code objects of the HIP offload bundles.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from ptkit.build.audit import audit_elf
 from ptkit.build.fatbin import find_cuobjdump, list_cuda_targets
+from ptkit.build.offload import list_hip_targets
 from ptkit.runtime.manifest import MANIFEST_SUFFIX, ManifestError, read_manifest
 
 __all__ = ["LibraryReport", "inspect_path"]
@@ -50,7 +51,9 @@ class LibraryReport:
                 lines.append(f"  dropped (optional): {', '.join(m['dropped_targets'])}")
         lines.append(f"  DT_NEEDED: {', '.join(self.needed)}")
         lines.append(f"  RPATH: {', '.join(self.rpath) or '(none)'}")
-        if self.fatbin is not None:
+        if self.fatbin is not None and "gfx" in self.fatbin:
+            lines.append(f"  offload bundle gfx: {', '.join(self.fatbin['gfx']) or '-'}")
+        elif self.fatbin is not None:
             lines.append(f"  fatbinary SASS: {', '.join(self.fatbin['sass']) or '-'}")
             lines.append(f"  fatbinary PTX: {', '.join(self.fatbin['ptx']) or '-'}")
         lines += [f"  PROBLEM: {p}" for p in self.problems] or ["  audit: ok"]
@@ -104,6 +107,11 @@ def _report(library: Path, cuobjdump: str | None) -> LibraryReport:
                 found.ptx
             ) != set(manifest_data["targets"].get("ptx", [])):
                 problems.append("the fatbinary's targets differ from the manifest's")
+    if manifest_data and manifest_data["backend"] == "hip":
+        gfx = list_hip_targets(library)
+        fatbin = {"gfx": gfx}
+        if set(gfx) != set(manifest_data["targets"].get("gfx", [])):
+            problems.append("the offload bundles' gfx targets differ from the manifest's")
     return LibraryReport(
         library.name, manifest_data, list(elf.needed), list(elf.rpath), problems, fatbin
     )

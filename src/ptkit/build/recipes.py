@@ -40,6 +40,12 @@ class Targets:
     """CUDA targets: ``sm_XY`` (SASS, ``a``/``f`` suffixes allowed) and ``compute_XY`` (PTX)."""
     cuda_optional: tuple[str, ...] = ()
     """CUDA targets that may be dropped (recorded in the manifest) when the toolkit lacks them."""
+    hip: tuple[str, ...] = ()
+    """AMD GPU targets: ``gfx942``, ``gfx1100``, generic ``gfx11-generic``, feature-qualified ``gfx90a:xnack+``."""
+    hip_optional: tuple[str, ...] = ()
+    """AMD GPU targets that may be dropped (recorded in the manifest) when the compiler lacks them."""
+    xpu: tuple[str, ...] = ()
+    """Intel GPU devices compiled ahead of time (``pvc``, ``bmg``…) and ``spir64`` for the JIT fallback."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +58,8 @@ class Toolkit:
     """The toolkit version the recipe is pinned to (``13.5``)."""
     packages: tuple[str, ...] = ()
     """pip requirements that provide it (``nvidia-cuda-nvcc==13.5.*`` …)."""
+    index_url: str = ""
+    """The package index they come from, when it is not PyPI (TheRock's for ROCm)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +85,10 @@ class Recipe:
 _VARIANT_KEYS = {"name", "backend", "description", "local-version", "index-path"}
 _TOP_KEYS = {"variant", "targets", "toolkit"}
 _TARGET_KEYS = {f.name.replace("_", "-") for f in dataclasses.fields(Targets)}
-_TOOLKIT_KEYS = {f.name for f in dataclasses.fields(Toolkit)}
+_TOOLKIT_KEYS = {f.name.replace("_", "-") for f in dataclasses.fields(Toolkit)}
 _CUDA_TARGET = re.compile(r"^(sm|compute)_[0-9]{2,3}[af]?$")
+_HIP_TARGET = re.compile(r"^gfx[0-9a-f]+(-[0-9]+)*(-generic)?(:[a-z]+[+-])*$")
+_XPU_TARGET = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
 
 def recipe_path(variant: str, recipes_dir: Path) -> Path:
@@ -155,8 +165,27 @@ def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
                 f"targets.cuda: {target!r} is not a CUDA target (expected sm_90, sm_90a, "
                 "sm_100f or compute_120)"
             )
-    if backend and backend != "cuda" and (cuda or cuda_optional):
-        problems.append(f"targets.cuda is set but the backend is {backend!r}, not 'cuda'")
+    hip = _str_list(targets_table, "hip", "targets.", problems)
+    hip_optional = _str_list(targets_table, "hip-optional", "targets.", problems)
+    for target in (*hip, *hip_optional):
+        if not _HIP_TARGET.match(target):
+            problems.append(
+                f"targets.hip: {target!r} is not an AMD GPU target (expected gfx942, gfx1100, "
+                "gfx11-generic or gfx90a:xnack+)"
+            )
+    xpu = _str_list(targets_table, "xpu", "targets.", problems)
+    for target in xpu:
+        if not _XPU_TARGET.match(target):
+            problems.append(
+                f"targets.xpu: {target!r} is not an Intel GPU device name (pvc, bmg, spir64)"
+            )
+    for key, values, owner in (
+        ("cuda", (*cuda, *cuda_optional), "cuda"),
+        ("hip", (*hip, *hip_optional), "hip"),
+        ("xpu", xpu, "xpu"),
+    ):
+        if backend and backend != owner and values:
+            problems.append(f"targets.{key} is set but the backend is {backend!r}, not {owner!r}")
     packages = _str_list(toolkit_table, "packages", "toolkit.", problems)
 
     if problems:
@@ -167,11 +196,19 @@ def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
         description=str(table.get("description", "")),
         local_version=local,
         index_path=str(table.get("index-path", name)),
-        targets=Targets(isa=isa, cuda=cuda, cuda_optional=cuda_optional),
+        targets=Targets(
+            isa=isa,
+            cuda=cuda,
+            cuda_optional=cuda_optional,
+            hip=hip,
+            hip_optional=hip_optional,
+            xpu=xpu,
+        ),
         toolkit=Toolkit(
             name=str(toolkit_table.get("name", "")),
             version=str(toolkit_table.get("version", "")),
             packages=packages,
+            index_url=str(toolkit_table.get("index-url", "")),
         ),
     )
 
@@ -188,6 +225,9 @@ def _cmake_main(argv: list[str]) -> int:
         print(exc, file=sys.stderr)
         return 1
     if argv[0] == "toolkit":
+        # A pip requirements file: the index line first when the toolkit is not on PyPI.
+        if recipe.toolkit.index_url and recipe.toolkit.packages:
+            print(f"--index-url {recipe.toolkit.index_url}")
         for package in recipe.toolkit.packages:
             print(package)
         return 0
@@ -197,6 +237,9 @@ def _cmake_main(argv: list[str]) -> int:
     print(f"ISA={','.join(recipe.targets.isa)}")
     print(f"CUDA_TARGETS={','.join(recipe.targets.cuda)}")
     print(f"CUDA_OPTIONAL_TARGETS={','.join(recipe.targets.cuda_optional)}")
+    print(f"HIP_TARGETS={','.join(recipe.targets.hip)}")
+    print(f"HIP_OPTIONAL_TARGETS={','.join(recipe.targets.hip_optional)}")
+    print(f"XPU_TARGETS={','.join(recipe.targets.xpu)}")
     print(f"TOOLKIT_VERSION={recipe.toolkit.version}")
     return 0
 

@@ -45,8 +45,13 @@ def load_decisions() -> list[LoadDecision]:
 def explain() -> list[OpRoute]:
     """Per op and device type: ``native`` or ``reference``, the library, and why."""
     from ptkit.ops import NAMESPACE, OPS
+    from ptkit.runtime.metal import metal_kernels
 
-    return routes(OPS, NAMESPACE, _decisions, TorchFacts.from_torch(), _switches)
+    fallbacks = {}
+    metal = metal_kernels()
+    if metal is not None and metal.failure is not None:
+        fallbacks["mps"] = f"Metal kernels failed, the reference runs instead: {metal.failure}"
+    return routes(OPS, NAMESPACE, _decisions, TorchFacts.from_torch(), _switches, fallbacks)
 
 
 def format_explain() -> str:

@@ -7,7 +7,7 @@ device's dispatch key?) and from the loader's recorded decisions (why not).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -66,7 +66,10 @@ def routes(
     decisions: Sequence[LoadDecision],
     facts: TorchFacts,
     switches: RuntimeSwitches,
+    fallbacks: Mapping[str, str] | None = None,
 ) -> list[OpRoute]:
+    """One row per (device type, op). ``fallbacks`` maps a device type to the reason its
+    registered native kernels now run the reference (Metal kernels that failed to compile)."""
     rows = []
     for device_type in device_types(facts):
         key, backends = _DEVICE_TYPES[device_type]
@@ -78,7 +81,11 @@ def routes(
                 if d.status is LoadStatus.LOADED and d.manifest and op in d.manifest.ops
             ]
             if _has_kernel(f"{namespace}::{op}", key):
-                if loaded:
+                fallback = (fallbacks or {}).get(device_type)
+                if fallback:
+                    library = loaded[0].library if loaded else None
+                    rows.append(OpRoute(op, device_type, "reference", library, fallback))
+                elif loaded:
                     d = loaded[0]
                     assert d.manifest is not None
                     dtypes = ", ".join(d.manifest.ops[op])

@@ -5,12 +5,18 @@ run here, and records the decision with its reason. Rules, in order:
 
 1. not switched off (``PTKIT_FORCE_REFERENCE``, ``PTKIT_DISABLE_NATIVE``);
 2. built for this platform (``linux-x86_64`` …);
-3. this torch has the backend (a CUDA library needs a CUDA build of torch …); for CUDA,
-   the same CUDA major as torch's and every visible GPU covered by the library's SASS
-   or PTX (``cuda_targets.py``);
+3. this torch has the backend and its devices can run the code:
+   - CUDA: a CUDA build of torch with the same CUDA major, and every visible GPU covered
+     by the library's SASS or PTX (``cuda_targets.py``);
+   - HIP: a ROCm build of torch (``torch.version.hip``) with the same HIP major, and every
+     visible GPU's gfx target ID matched exactly or by a generic target (``hip_targets.py``);
+   - XPU: ``torch.xpu.is_available()``, and every device's family built ahead of time or
+     SPIR-V for the driver's JIT (``xpu_targets.py``);
+   - Metal: an MPS device (``torch.backends.mps.is_available()``);
 4. torch's stable ABI: same major version, and torch >= the library's target version;
 5. the library file exists and its sha256 matches the manifest;
-6. ``torch.ops.load_library`` succeeds.
+6. ``torch.ops.load_library`` succeeds (Metal: the MPS kernels are registered; they are
+   compiled at first use, and a compile failure falls back to the reference).
 
 Nothing here raises into ``import ptkit``: every failure becomes a recorded decision.
 """
@@ -30,8 +36,10 @@ from pathlib import Path
 import torch
 
 from ptkit.runtime.cuda_targets import cuda_coverage
+from ptkit.runtime.hip_targets import hip_coverage
 from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
 from ptkit.runtime.switches import RuntimeSwitches
+from ptkit.runtime.xpu_targets import xpu_coverage
 
 __all__ = [
     "LoadDecision",
@@ -87,6 +95,13 @@ class TorchFacts:
     # Compute capability of each visible CUDA device, and the driver's CUDA version.
     cuda_devices: tuple[tuple[int, int], ...] = ()
     cuda_driver: tuple[int, int] | None = None
+    # gfx target ID of each visible AMD GPU (gcnArchName, e.g. "gfx942:sramecc+:xnack-").
+    hip_devices: tuple[str, ...] = ()
+    # torch.xpu.is_available(), and (name, PCI device id) of each XPU device.
+    xpu_available: bool = False
+    xpu_devices: tuple[tuple[str, int | None], ...] = ()
+    # torch.backends.mps.is_available(): an Apple GPU this torch can use.
+    mps_available: bool = False
 
     @property
     def major_minor(self) -> tuple[int, int]:
@@ -95,7 +110,9 @@ class TorchFacts:
     @classmethod
     def from_torch(cls) -> TorchFacts:
         devices: tuple[tuple[int, int], ...] = ()
+        hip_devices: tuple[str, ...] = ()
         driver = None
+        hip = getattr(torch.version, "hip", None)
         if torch.version.cuda and torch.cuda.is_available():
             devices = tuple(
                 torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())
@@ -104,14 +121,30 @@ class TorchFacts:
             get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
             raw = int(get_driver()) if get_driver is not None else 0
             driver = (raw // 1000, raw % 1000 // 10) if raw > 0 else None
+        elif hip and torch.cuda.is_available():
+            hip_devices = tuple(
+                str(torch.cuda.get_device_properties(i).gcnArchName)
+                for i in range(torch.cuda.device_count())
+            )
+        has_xpu = hasattr(torch, "xpu") and torch.xpu._is_compiled()
+        xpu_available = has_xpu and torch.xpu.is_available()
+        xpu_devices: tuple[tuple[str, int | None], ...] = ()
+        if xpu_available:
+            props = [torch.xpu.get_device_properties(i) for i in range(torch.xpu.device_count())]
+            xpu_devices = tuple((str(p.name), getattr(p, "device_id", None)) for p in props)
+        has_mps = torch.backends.mps.is_built()
         return cls(
             version=torch.__version__,
             cuda=torch.version.cuda,
-            hip=getattr(torch.version, "hip", None),
-            has_xpu=hasattr(torch, "xpu") and torch.xpu._is_compiled(),
-            has_mps=torch.backends.mps.is_built(),
+            hip=hip,
+            has_xpu=has_xpu,
+            has_mps=has_mps,
             cuda_devices=devices,
             cuda_driver=driver,
+            hip_devices=hip_devices,
+            xpu_available=xpu_available,
+            xpu_devices=xpu_devices,
+            mps_available=has_mps and torch.backends.mps.is_available(),
         )
 
     def backend_absent_reason(self, backend: str) -> str | None:
@@ -124,8 +157,14 @@ class TorchFacts:
             return f"torch {self.version} is not a ROCm build"
         if backend == "xpu" and not self.has_xpu:
             return f"torch {self.version} was built without XPU support"
+        if backend == "xpu" and not self.xpu_available:
+            return "no XPU device is available (torch.xpu.is_available() is False)"
         if backend == "metal" and not self.has_mps:
             return f"torch {self.version} was built without MPS support"
+        if backend == "metal" and not self.mps_available:
+            return (
+                "no MPS device is available (an Apple-silicon Mac with macOS 14 or later is needed)"
+            )
         return None
 
 
@@ -149,10 +188,9 @@ def check_compatibility(
     absent = facts.backend_absent_reason(manifest.backend)
     if absent:
         return f"{absent}; the {manifest.backend} library needs one"
-    if manifest.backend == "cuda":
-        cuda_problem = _cuda_problem(manifest, facts)
-        if cuda_problem:
-            return cuda_problem
+    device_problem = _DEVICE_RULES.get(manifest.backend, _no_device_problem)(manifest, facts)
+    if device_problem:
+        return device_problem
     target = manifest.torch_target_version
     running = facts.major_minor
     if running[0] != target[0]:
@@ -173,15 +211,26 @@ def _version_pair(text: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
+def _runtime_major_problem(
+    kind: str, manifest: Manifest, facts: TorchFacts, torch_has: str
+) -> str | None:
+    """The library links the runtime's major soname (libcudart.so.13, libamdhip64.so.7):
+    it loads only beside a torch built with the same major."""
+    built = manifest.toolkit.get("version", "")
+    if _version_pair(built)[0] != _version_pair(torch_has)[0]:
+        return (
+            f"built with {kind} {built}, torch {facts.version} uses {kind} {torch_has}: the "
+            f"{kind} major versions differ; install the matching ptkit variant"
+        )
+    return None
+
+
 def _cuda_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
     """CUDA of the same major as torch's, and every visible device covered."""
+    mismatch = _runtime_major_problem("CUDA", manifest, facts, facts.cuda or "")
+    if mismatch:
+        return mismatch
     toolkit = _version_pair(manifest.toolkit.get("version", ""))
-    torch_cuda = _version_pair(facts.cuda or "")
-    if toolkit[0] != torch_cuda[0]:
-        return (
-            f"built with CUDA {manifest.toolkit.get('version')}, torch {facts.version} uses CUDA "
-            f"{facts.cuda}: the CUDA major versions differ; install the matching ptkit variant"
-        )
     sass = manifest.targets.get("sass", ())
     ptx = manifest.targets.get("ptx", ())
     for index, capability in enumerate(facts.cuda_devices):
@@ -189,6 +238,83 @@ def _cuda_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
         if not coverage.covered:
             return f"cuda:{index}: {coverage.how}"
     return None
+
+
+def _hip_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
+    """HIP of the same major as torch's, and every visible GPU covered."""
+    mismatch = _runtime_major_problem("HIP", manifest, facts, facts.hip or "")
+    if mismatch:
+        return mismatch
+    gfx = manifest.targets.get("gfx", ())
+    for index, target_id in enumerate(facts.hip_devices):
+        coverage = hip_coverage(target_id, gfx)
+        if not coverage.covered:
+            return f"cuda:{index}: {coverage.how}"
+    return None
+
+
+def _xpu_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
+    targets = manifest.targets.get("xpu", ())
+    for index, (name, device_id) in enumerate(facts.xpu_devices):
+        coverage = xpu_coverage(name, device_id, targets)
+        if not coverage.covered:
+            return f"xpu:{index}: {coverage.how}"
+    return None
+
+
+def _no_device_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
+    return None
+
+
+_DEVICE_RULES: dict[str, Callable[[Manifest, TorchFacts], str | None]] = {
+    "cuda": _cuda_problem,
+    "hip": _hip_problem,
+    "xpu": _xpu_problem,
+}
+
+
+def _device_details(manifest: Manifest, facts: TorchFacts) -> list[tuple[str, str]]:
+    """How each device of the backend runs the loaded library, for explain()."""
+    details: list[tuple[str, str]] = []
+    if manifest.backend == "cuda":
+        if not facts.cuda_devices:
+            details.append(("devices", "no CUDA device visible"))
+        toolkit = _version_pair(manifest.toolkit.get("version", ""))
+        sass, ptx = manifest.targets.get("sass", ()), manifest.targets.get("ptx", ())
+        for index, capability in enumerate(facts.cuda_devices):
+            how = cuda_coverage(capability, sass, ptx, facts.cuda_driver, toolkit).how
+            details.append((f"cuda:{index}", how))
+    elif manifest.backend == "hip":
+        if not facts.hip_devices:
+            details.append(("devices", "no AMD GPU visible"))
+        for index, target_id in enumerate(facts.hip_devices):
+            details.append(
+                (f"cuda:{index}", hip_coverage(target_id, manifest.targets.get("gfx", ())).how)
+            )
+    elif manifest.backend == "xpu":
+        for index, (name, device_id) in enumerate(facts.xpu_devices):
+            how = xpu_coverage(name, device_id, manifest.targets.get("xpu", ())).how
+            details.append((f"xpu:{index}", how))
+    elif manifest.backend == "metal":
+        details.append(
+            (
+                "kernels",
+                "compiled at first use" if manifest.library.endswith(".metal") else "metallib",
+            )
+        )
+    return details
+
+
+def _load(manifest: Manifest) -> None:
+    """Rule 6: make the library's kernels known to the dispatcher."""
+    if manifest.backend == "metal":
+        # Metal kernels are not a shared library: MPS implementations are registered in
+        # Python and compile the shipped source (or metallib) at first use.
+        from ptkit.runtime.metal import register_metal_kernels
+
+        register_metal_kernels(manifest.library_path)
+        return
+    _load_library(str(manifest.library_path))
 
 
 def _sha256(path: Path) -> str:
@@ -238,7 +364,7 @@ def _decide_and_load(
     if problem:
         return LoadDecision(path, LoadStatus.FAILED, problem, manifest)
     try:
-        _load_library(str(manifest.library_path))
+        _load(manifest)
     except Exception as exc:  # OSError from dlopen, RuntimeError from registration
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return LoadDecision(path, LoadStatus.FAILED, f"loading failed: {first_line}", manifest)
@@ -247,18 +373,7 @@ def _decide_and_load(
         isa = _cpu_isa(manifest.library_path)
         if isa:
             details.append(("isa", isa))
-    elif manifest.backend == "cuda":
-        if not facts.cuda_devices:
-            details.append(("devices", "no CUDA device visible"))
-        for index, capability in enumerate(facts.cuda_devices):
-            how = cuda_coverage(
-                capability,
-                manifest.targets.get("sass", ()),
-                manifest.targets.get("ptx", ()),
-                facts.cuda_driver,
-                _version_pair(manifest.toolkit.get("version", "")),
-            ).how
-            details.append((f"cuda:{index}", how))
+    details += _device_details(manifest, facts)
     reason = (
         f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, "
         f"stable ABI target {manifest.torch_target_version_str}"

@@ -1,0 +1,96 @@
+"""The rocm7.14 wheel, built here by Debian's hipcc (HIP 5.2) for gfx90a: what its
+offload bundles hold, what it links, and how the loader treats it on this machine (a
+CUDA build of torch, no AMD GPU). TheRock's ROCm 7.14 SDK is not reachable from here,
+so `make test` overrides the recipe's targets with PTKIT_HIP_TARGETS=gfx90a."""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+from support import REPO, cmake_configure, fresh_venv, run
+
+pytestmark = pytest.mark.integration
+
+
+def test_rocm_wheel_is_tagged_and_holds_both_libraries(rocm_wheel: Path) -> None:
+    _, version, _, tags = parse_wheel_filename(rocm_wheel.name)
+    assert version.local == "rocm7.14"
+    assert {(t.interpreter, t.abi) for t in tags} == {("py3", "none")}
+    names = zipfile.ZipFile(rocm_wheel).namelist()
+    native = sorted(n.split("/")[-1] for n in names if "/_native/" in n)
+    assert native == [
+        "libptkit_cpu.so",
+        "libptkit_hip.so",
+        "ptkit_cpu.manifest.json",
+        "ptkit_hip.manifest.json",
+    ]
+    # torch's HIP runtime is used, never a second copy in the wheel.
+    assert not [n for n in names if "libamdhip64" in n]
+
+
+def test_inspect_lists_gfx90a_in_the_offload_bundles(rocm_wheel: Path) -> None:
+    proc = run(
+        [sys.executable, "-m", "ptkit.cli", "inspect", str(rocm_wheel), "--json"], cwd=Path("/")
+    )
+    reports = {r["library"]: r for r in json.loads(proc.stdout)}
+    hip = reports["libptkit_hip.so"]
+    assert hip["fatbin"] == {"gfx": ["gfx90a"]}
+    assert hip["manifest"]["targets"] == {"gfx": ["gfx90a"]}
+    assert hip["manifest"]["toolkit"]["name"] == "hip"
+    assert hip["manifest"]["torch"]["target_version"] == "2.13"
+    # Stable-ABI symbol scan, no libpython, no RPATH: the same audit as every library.
+    assert hip["problems"] == []
+    assert any(n.startswith("libamdhip64.so.") for n in hip["needed"])
+    assert not any(
+        n.startswith(("libtorch_cuda", "libtorch_hip", "libpython")) for n in hip["needed"]
+    )
+    text = run(
+        [sys.executable, "-m", "ptkit.cli", "inspect", str(rocm_wheel)], cwd=Path("/")
+    ).stdout
+    assert "offload bundle gfx: gfx90a" in text
+
+
+LOAD_SCRIPT = r"""
+import json, torch, ptkit
+print(json.dumps({
+    "decisions": {d.library: (d.status.value, d.reason) for d in ptkit.runtime.load_decisions()},
+    "routes": [r.to_json() for r in ptkit.runtime.explain()],
+    "rms": ptkit.ops.rms_norm(torch.ones(2, 8), torch.ones(8)).tolist(),
+}))
+"""
+
+
+def test_hip_library_is_skipped_on_a_cuda_torch_and_the_cpu_library_still_loads(
+    rocm_wheel: Path, tmp_path: Path
+) -> None:
+    python = fresh_venv(tmp_path / "venv", REPO / ".venv" / "bin" / "python")
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(rocm_wheel)])
+    out = json.loads(run([str(python), "-c", LOAD_SCRIPT], cwd=tmp_path).stdout)
+    status, reason = out["decisions"]["libptkit_hip.so"]
+    assert status == "skipped"
+    assert "is not a ROCm build" in reason
+    assert out["decisions"]["libptkit_cpu.so"][0] == "loaded"
+    cuda_rows = [r for r in out["routes"] if r["device_type"] == "cuda"]
+    assert cuda_rows and {r["implementation"] for r in cuda_rows} == {"reference"}
+    assert all("libptkit_hip.so skipped" in r["reason"] for r in cuda_rows)
+    assert out["rms"] == [[pytest.approx(1.0, rel=1e-6)] * 8] * 2
+
+
+def test_recipe_targets_this_compiler_lacks_fail_the_build_with_the_rocm_version_needed(
+    tmp_path: Path,
+) -> None:
+    proc = cmake_configure(REPO, tmp_path, "-DPTKIT_VARIANT=rocm7.14")
+    assert proc.returncode != 0
+    message = " ".join(proc.stderr.split())
+    assert "ptkit: HIP target gfx942 needs ROCm >= 6.0; found HIP 5.2" in message
+    assert "invalid target ID 'gfx942'" in message
+    assert "PTKIT_HIP_TARGETS" in message
+    report = json.loads((tmp_path / "ptkit-build-report.json").read_text())
+    rows = {r["backend"]: r for r in report["backends"]}
+    assert rows["hip"]["status"] == "failed" and "gfx942" in rows["hip"]["detail"]
+    assert rows["cpu"]["status"] == "built"
