@@ -21,7 +21,8 @@ set(_PTKIT_HIP_MIN_ROCM_gfx1200 "6.4")
 set(_PTKIT_HIP_MIN_ROCM_gfx1201 "6.4")
 
 # _ptkit_find_hip(<found_var> <reason_var>): on success sets PTKIT_HIPCC, PTKIT_HIP_ROOT_DIR,
-# PTKIT_HIP_VERSION, PTKIT_HIP_SOURCE and PTKIT_HIP_RUNTIME_LIBRARY in the caller.
+# PTKIT_HIP_VERSION, PTKIT_HIP_SOURCE and PTKIT_HIP_RUNTIME_LIBRARY in the caller (and
+# PTKIT_HIP_CMAKE_PREFIX, `rocm-sdk path --cmake`, when TheRock's SDK is used).
 function(_ptkit_find_hip found_var reason_var)
   set(root "")
   set(source "")
@@ -29,7 +30,8 @@ function(_ptkit_find_hip found_var reason_var)
     set(root "${PTKIT_HIP_ROOT}")
     set(source "PTKIT_HIP_ROOT")
   endif()
-  # 1. TheRock: `rocm-sdk path --root` from the rocm-sdk package of the build Python.
+  # 1. TheRock: `rocm-sdk path --root` from the rocm-sdk package of the build Python
+  #    (or a rocm-sdk on PATH).
   if(NOT root)
     get_filename_component(python_bin "${Python_EXECUTABLE}" DIRECTORY)
     find_program(_ptkit_rocm_sdk rocm-sdk HINTS "${python_bin}" NO_CACHE)

@@ -94,3 +94,50 @@ def test_recipe_targets_this_compiler_lacks_fail_the_build_with_the_rocm_version
     rows = {r["backend"]: r for r in report["backends"]}
     assert rows["hip"]["status"] == "failed" and "gfx942" in rows["hip"]["detail"]
     assert rows["cpu"]["status"] == "built"
+
+
+def _fake_rocm_root(root: Path) -> Path:
+    """A ROCm layout whose hipcc and runtime are Debian's (a stand-in for an SDK that is
+    not reachable from here: TheRock's or /opt/rocm)."""
+    (root / "bin").mkdir(parents=True)
+    (root / "lib").mkdir()
+    hipcc = root / "bin" / "hipcc"
+    # Debian's hipcc finds its .pl beside it, and its clang under $ROCM_PATH: call it as is.
+    hipcc.write_text('#!/bin/sh\nunset ROCM_PATH\nexec /usr/bin/hipcc "$@"\n')
+    hipcc.chmod(0o755)
+    runtime = sorted(Path("/usr/lib").glob("*/libamdhip64.so"))
+    (root / "lib" / "libamdhip64.so").symlink_to(runtime[0])
+    return root
+
+
+def test_hip_toolchain_discovery_order_therock_then_rocm_path_then_system(tmp_path: Path) -> None:
+    therock = _fake_rocm_root(tmp_path / "therock")
+    rocm_path = _fake_rocm_root(tmp_path / "opt-rocm")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    rocm_sdk = tools / "rocm-sdk"  # a fake of TheRock's command: only `path --root|--cmake`
+    rocm_sdk.write_text(
+        f'#!/bin/sh\n[ "$2" = --root ] && echo {therock} || echo {therock}/lib/cmake\n'
+    )
+    rocm_sdk.chmod(0o755)
+    with_sdk, system = f"{tools}:/usr/bin:/bin", "/usr/bin:/bin"
+    for build, env, expected in (
+        (
+            "a",
+            {"PATH": with_sdk, "ROCM_PATH": str(rocm_path)},
+            f"TheRock rocm-sdk {therock}/bin/hipcc",
+        ),
+        ("b", {"PATH": system, "ROCM_PATH": str(rocm_path)}, f"ROCM_PATH {rocm_path}/bin/hipcc"),
+        ("c", {"PATH": system}, "system /usr/bin/hipcc"),
+    ):
+        env["PTKIT_HIP_TARGETS"] = "gfx90a"
+        proc = cmake_configure(REPO, tmp_path / build, "-DPTKIT_VARIANT=rocm7.14", env=env)
+        assert proc.returncode == 0, proc.stderr
+        rows = {
+            r["backend"]: r
+            for r in json.loads((tmp_path / build / "ptkit-build-report.json").read_text())[
+                "backends"
+            ]
+        }
+        assert rows["hip"]["status"] == "built", (build, rows["hip"])
+        assert expected in rows["hip"]["detail"], rows["hip"]["detail"]
