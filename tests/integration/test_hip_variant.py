@@ -6,6 +6,7 @@ so `make test` overrides the recipe's targets with PTKIT_HIP_TARGETS=gfx90a."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -141,3 +142,35 @@ def test_hip_toolchain_discovery_order_therock_then_rocm_path_then_system(tmp_pa
         }
         assert rows["hip"]["status"] == "built", (build, rows["hip"])
         assert expected in rows["hip"]["detail"], rows["hip"]["detail"]
+
+
+def test_offload_audit_fails_when_the_manifest_claims_a_target_the_library_lacks(
+    rocm_wheel: Path, tmp_path: Path
+) -> None:
+    """The check the build runs at install time (a lost target list must fail the build)."""
+    with zipfile.ZipFile(rocm_wheel) as wheel:
+        for name in wheel.namelist():
+            if name.endswith(("libptkit_hip.so", "ptkit_hip.manifest.json")):
+                (tmp_path / Path(name).name).write_bytes(wheel.read(name))
+    manifest = tmp_path / "ptkit_hip.manifest.json"
+    tool = [sys.executable, str(REPO / "src" / "ptkit" / "build" / "offload.py")]
+    ok = subprocess.run(
+        [*tool, "check", str(manifest)], capture_output=True, text=True, check=False
+    )
+    assert ok.returncode == 0 and "holds code objects for gfx90a" in ok.stdout
+    data = json.loads(manifest.read_text())
+    data["targets"]["gfx"] = ["gfx90a", "gfx942"]
+    manifest.write_text(json.dumps(data))
+    bad = subprocess.run(
+        [*tool, "check", str(manifest)], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 1
+    assert (
+        "AMD GPU code in libptkit_hip.so: ['gfx90a']; manifest says ['gfx90a', 'gfx942']"
+        in bad.stderr
+    )
+    (tmp_path / "libptkit_hip.so").write_bytes(b"\x7fELF\x02\x01" + b"\0" * 10)
+    broken = subprocess.run(
+        [*tool, "check", str(manifest)], capture_output=True, text=True, check=False
+    )
+    assert broken.returncode == 2 and "no readable section table" in broken.stderr

@@ -18,7 +18,7 @@ from typing import Any
 
 from ptkit.build.audit import audit_elf
 from ptkit.build.fatbin import find_cuobjdump, list_cuda_targets
-from ptkit.build.offload import list_hip_targets
+from ptkit.build.offload import OffloadError, list_hip_targets
 from ptkit.runtime.manifest import MANIFEST_SUFFIX, ManifestError, read_manifest
 
 __all__ = ["LibraryReport", "inspect_path"]
@@ -108,10 +108,14 @@ def _report(library: Path, cuobjdump: str | None) -> LibraryReport:
             ) != set(manifest_data["targets"].get("ptx", [])):
                 problems.append("the fatbinary's targets differ from the manifest's")
     if manifest_data and manifest_data["backend"] == "hip":
-        gfx = list_hip_targets(library)
-        fatbin = {"gfx": gfx}
-        if set(gfx) != set(manifest_data["targets"].get("gfx", [])):
-            problems.append("the offload bundles' gfx targets differ from the manifest's")
+        try:
+            gfx = list_hip_targets(library)
+        except OffloadError as exc:
+            problems.append(str(exc))
+        else:
+            fatbin = {"gfx": gfx}
+            if set(gfx) != set(manifest_data["targets"].get("gfx", [])):
+                problems.append("the offload bundles' gfx targets differ from the manifest's")
     return LibraryReport(
         library.name, manifest_data, list(elf.needed), list(elf.rpath), problems, fatbin
     )

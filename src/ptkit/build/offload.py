@@ -32,8 +32,10 @@ class OffloadError(ValueError):
 
 def hip_fatbin_section(data: bytes, name: str = "library") -> bytes | None:
     """The bytes of the ``.hip_fatbin`` section of a 64-bit little-endian ELF file."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    if data[:4] != b"\x7fELF" or len(data) < 6 or data[4] != 2 or data[5] != 1:
         raise OffloadError(f"{name}: not a 64-bit little-endian ELF file")
+    if len(data) < 0x40:
+        raise OffloadError(f"{name}: no readable section table (truncated file?)")
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     if shoff == 0 or shnum == 0 or shoff + shnum * shentsize > len(data):
@@ -45,18 +47,28 @@ def hip_fatbin_section(data: bytes, name: str = "library") -> bytes | None:
         offset, size = struct.unpack_from("<QQ", data, base + 0x18)
         return name_offset, offset, size
 
-    _, strtab_offset, _ = header(shstrndx)
-    for index in range(shnum):
-        name_offset, offset, size = header(index)
-        start = strtab_offset + name_offset
-        section_name = data[start : data.index(b"\0", start)].decode("ascii", "replace")
-        if section_name == _SECTION:
-            return data[offset : offset + size]
+    try:
+        _, strtab_offset, _ = header(shstrndx)
+        for index in range(shnum):
+            name_offset, offset, size = header(index)
+            start = strtab_offset + name_offset
+            section_name = data[start : data.index(b"\0", start)].decode("ascii", "replace")
+            if section_name == _SECTION:
+                return data[offset : offset + size]
+    except (struct.error, ValueError) as exc:
+        raise OffloadError(f"{name}: corrupt section table ({exc})") from exc
     return None
 
 
 def _bundle_entries(section: bytes, name: str) -> list[str]:
     """Entry ids (``hipv4-amdgcn-amd-amdhsa--gfx90a``) of every bundle in the section."""
+    try:
+        return _read_bundles(section, name)
+    except struct.error as exc:
+        raise OffloadError(f"{name}: truncated offload bundle ({exc})") from exc
+
+
+def _read_bundles(section: bytes, name: str) -> list[str]:
     entries: list[str] = []
     position = 0
     while True:
