@@ -4,16 +4,22 @@
 implementations, then loads the native libraries whose manifests match this
 machine. It never fails because of a native library: ``ptkit.runtime.explain()``
 says what runs where and why.
+
+Graceful degradation, as an API: ``ptkit.compile`` (``torch.compile`` where it works,
+the model eagerly with one warning where not), ``ptkit.graphs.capture`` (CUDA / XPU
+graphs or eager), ``ptkit.distributed.init_process_group`` (the best backend that
+initialises), and ``ptkit.runtime.profile()`` for the whole picture.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ptkit import ops, runtime
+from ptkit import distributed, graphs, ops, runtime
 from ptkit._version import BASE_VERSION
+from ptkit.compiling import compile, compile_state
 
-__all__ = ["__version__", "ops", "runtime"]
+__all__ = ["__version__", "compile", "compile_state", "distributed", "graphs", "ops", "runtime"]
 
 
 def _installed_version() -> str:

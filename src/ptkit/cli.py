@@ -47,6 +47,20 @@ def explain(as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def profile(as_json: bool) -> None:
+    """What this machine and torch can do: devices, torch.compile, graph capture, the
+    distributed backend, Inductor GEMM backends, and which implementation serves each op."""
+    import ptkit
+
+    runtime_profile = ptkit.runtime.profile()
+    if as_json:
+        click.echo(json.dumps(runtime_profile.to_json(), indent=2))
+    else:
+        click.echo(runtime_profile.format())
+
+
+@main.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(

@@ -145,3 +145,29 @@ def test_import_survives_a_truncated_installed_library(tmp_path: Path) -> None:
     assert "does not match its manifest" in out["decisions"][0][2]
     cpu = [r for r in out["routes"] if r["device_type"] == "cpu"]
     assert {r["implementation"] for r in cpu} == {"reference"}
+
+
+def test_ptkit_log_levels_show_or_hide_the_loaders_decisions() -> None:
+    info = child_python("import ptkit", env=python_env(PTKIT_LOG="info"))
+    assert "ptkit.runtime INFO: ptkit: libptkit_cpu.so loaded:" in info.stderr
+    default = child_python("import ptkit", env=python_env())
+    assert "libptkit_cpu.so loaded" not in default.stderr
+
+
+def test_ptkit_log_off_silences_even_a_failed_load(tmp_path: Path) -> None:
+    package = tmp_path / "ptkit"
+    shutil.copytree(Path(ptkit.__file__).parent, package)
+    (package / "_native" / "libptkit_cpu.so").unlink()
+    loud = child_python("import ptkit", env=python_env(PYTHONPATH=str(tmp_path)))
+    assert "ptkit.runtime WARNING: ptkit: ptkit_cpu.manifest.json failed" in loud.stderr or (
+        "libptkit_cpu.so failed" in loud.stderr
+    )
+    quiet = child_python("import ptkit", env=python_env(PYTHONPATH=str(tmp_path), PTKIT_LOG="off"))
+    assert quiet.stderr == ""
+
+
+def test_unknown_log_level_is_reported_not_fatal() -> None:
+    out = _explain(PTKIT_LOG="chatty")
+    assert (
+        "PTKIT_LOG: expected one of debug, info, warning, error, off, got 'chatty'" in out["text"]
+    )

@@ -1,28 +1,36 @@
 """ptkit's runtime: manifest-checked loading of native libraries, and explanations.
 
 ``explain()`` answers "which implementation serves this op on this device, and
-why"; ``load_decisions()`` lists what the loader did with each native library.
+why"; ``load_decisions()`` lists what the loader did with each native library;
+``profile()`` adds compile support, graph capture, the distributed backend and the
+Inductor GEMM backends; ``apply_profile()`` applies the GEMM recommendation.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ptkit.runtime.compile_support import CompileSupport, compile_support
 from ptkit.runtime.explain import OpRoute, format_routes, routes
 from ptkit.runtime.loader import LoadDecision, LoadStatus, TorchFacts, load_native_libraries
 from ptkit.runtime.manifest import Manifest, ManifestError, read_manifest
-from ptkit.runtime.switches import RuntimeSwitches
+from ptkit.runtime.switches import RuntimeSwitches, configure_logging
 
 __all__ = [
+    "CompileSupport",
     "LoadDecision",
     "LoadStatus",
     "Manifest",
     "ManifestError",
     "OpRoute",
+    "RuntimeProfile",
     "RuntimeSwitches",
+    "apply_profile",
+    "compile_support",
     "explain",
     "format_explain",
     "load_decisions",
+    "profile",
     "read_manifest",
 ]
 
@@ -34,6 +42,7 @@ def _load_own_libraries(native_dir: Path) -> None:
     """Called once by ``import ptkit``."""
     global _switches
     _switches = RuntimeSwitches.from_environ()
+    configure_logging(_switches.log_level)
     _decisions.extend(load_native_libraries(native_dir, switches=_switches))
 
 
@@ -59,3 +68,7 @@ def format_explain() -> str:
     lines = [format_routes(explain())]
     lines += [f"warning: {p}" for p in _switches.problems]
     return "\n".join(lines)
+
+
+# Imported last: the profile uses explain() above.
+from ptkit.runtime.profile import RuntimeProfile, apply_profile, profile  # noqa: E402

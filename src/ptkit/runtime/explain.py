@@ -120,6 +120,10 @@ def _why_reference(
     not_loaded = [d for d in relevant if d.status is not LoadStatus.LOADED]
     if not_loaded:
         return "; ".join(f"{d.library} {d.status.value}: {d.reason}" for d in not_loaded)
+    # A manifest that could not be read names no backend: it may be this device's.
+    unreadable = [d for d in decisions_all if d.manifest is None]
+    if unreadable:
+        return "; ".join(f"{d.manifest_path.name} {d.status.value}: {d.reason}" for d in unreadable)
     for backend in backends:
         switched_off = switches.disabled_reason(backend)
         if switched_off:

@@ -14,7 +14,9 @@ run here, and records the decision with its reason. Rules, in order:
      SPIR-V for the driver's JIT (``xpu_targets.py``);
    - Metal: an MPS device (``torch.backends.mps.is_available()``);
 4. torch's stable ABI: same major version, and torch >= the library's target version;
-5. the library file exists and its sha256 matches the manifest;
+5. the library file exists, its sha256 matches the manifest, and it is a complete ELF
+   library for this machine (``elf_check.py``: ``dlopen`` of a truncated file can kill
+   the process);
 6. ``torch.ops.load_library`` succeeds (Metal: the MPS kernels are registered; they are
    compiled at first use, and a compile failure falls back to the reference).
 
@@ -36,6 +38,7 @@ from pathlib import Path
 import torch
 
 from ptkit.runtime.cuda_targets import cuda_coverage
+from ptkit.runtime.elf_check import elf_problem
 from ptkit.runtime.hip_targets import hip_coverage
 from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
 from ptkit.runtime.switches import RuntimeSwitches
@@ -336,6 +339,8 @@ def _integrity_problem(manifest: Manifest) -> str | None:
             f"{path.name} does not match its manifest (sha256 {actual[:12]}…, expected "
             f"{manifest.sha256[:12]}…); the file was modified or truncated: reinstall the package"
         )
+    if manifest.backend != "metal" and platform.system() == "Linux":
+        return elf_problem(path)
     return None
 
 
