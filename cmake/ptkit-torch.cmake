@@ -64,7 +64,10 @@ function(ptkit_target_stable_abi target)
   endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     # Reproducible objects: no build-directory paths in the binary.
-    target_compile_options(${target} PRIVATE "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.")
+    # torch's headers are named relative to torch's root, so wheels built in different
+    # environments agree byte for byte.
+    target_compile_options(${target} PRIVATE "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=."
+                           "-ffile-prefix-map=${PTKIT_TORCH_ROOT}=torch")
   endif()
   # The installed library must find libtorch through the process that loads it
   # (torch is imported first), never through a path from the build machine.

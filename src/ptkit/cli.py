@@ -103,12 +103,40 @@ def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
     help="Finished wheels go to DIST/<variant>/.",
 )
 @click.option(
+    "--build-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    show_default="SOURCE/build",
+    help="CMake build folders, the scratch folder and the compiler cache go here.",
+)
+@click.option(
     "--allow-missing-backend",
     is_flag=True,
     help="Build even when the variant's GPU toolchain is missing (a CPU-only wheel).",
 )
-def build(variant: str, source: Path, dist: Path, allow_missing_backend: bool) -> None:
-    """Build one variant's wheel here, stage by stage, with the build report."""
+@click.option(
+    "--compiler-cache",
+    type=click.Choice(["auto", "sccache", "ccache", "none"]),
+    default="auto",
+    show_default=True,
+    help="Compiler launcher: auto = sccache, or ccache where sccache cannot wrap the nvcc.",
+)
+def build(
+    variant: str,
+    source: Path,
+    dist: Path,
+    build_root: Path | None,
+    allow_missing_backend: bool,
+    compiler_cache: str,
+) -> None:
+    """Build one variant's wheel here as the release does: build, repair, audit, smoke, dist.
+
+    Each stage is printed with its duration; a failure names the stage, the cause and
+    the fix, exits with status 1 and leaves DIST untouched. SOURCE_DATE_EPOCH defaults
+    to the last commit's time (git log -1 --format=%ct), so rebuilding a commit gives
+    the same bytes. sccache (or ccache) is used when installed; SCCACHE_DIR defaults
+    to BUILD_ROOT/sccache (CCACHE_DIR to BUILD_ROOT/ccache).
+    """
     from ptkit.build.pipeline import BuildError, build_variant
 
     try:
@@ -116,12 +144,55 @@ def build(variant: str, source: Path, dist: Path, allow_missing_backend: bool) -
             variant,
             repo=source.resolve(),
             dist=dist,
+            build_root=build_root,
             require_backend=not allow_missing_backend,
+            compiler_cache=compiler_cache,
             echo=click.echo,
         )
     except BuildError as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
+
+
+@main.command()
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Exit 1 naming each generated file that differs from what recipes/ generates.",
+)
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Regenerate ci/cibuildwheel/<variant>.toml, .github/workflows/release.yml and "
+    "recipes/recipe.schema.json from recipes/.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option(
+    "--source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path.cwd,
+    show_default="current directory",
+    help="The project whose recipes/ make the plan.",
+)
+def matrix(check: bool, write: bool, as_json: bool, source: Path) -> None:
+    """The release plan: variant x platform x CPython (cp310-cp315, cp315t).
+
+    One py3-none wheel per (variant, platform), built once with the first CPython and
+    tested on every CPython by cibuildwheel. --write regenerates the files made from
+    the recipes; --check exits 1 while a committed one is stale (exit 2: invalid recipes).
+    """
+    from ptkit.build.matrix import matrix_command
+
+    status = matrix_command(
+        source.resolve(),
+        check=check,
+        write=write,
+        as_json=as_json,
+        echo=click.echo,
+        echo_err=lambda message: click.echo(message, err=True),
+    )
+    if status:
+        sys.exit(status)
 
 
 @main.command()

