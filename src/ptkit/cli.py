@@ -119,7 +119,7 @@ def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
     type=click.Choice(["auto", "sccache", "ccache", "none"]),
     default="auto",
     show_default=True,
-    help="Compiler launcher: auto = sccache, or ccache where sccache cannot wrap the nvcc.",
+    help="Compiler launcher: auto = ccache if installed (it wraps nvcc too), else sccache.",
 )
 def build(
     variant: str,
@@ -134,13 +134,13 @@ def build(
     Each stage is printed with its duration; a failure names the stage, the cause and
     the fix, exits with status 1 and leaves DIST untouched. SOURCE_DATE_EPOCH defaults
     to the last commit's time (git log -1 --format=%ct), so rebuilding a commit gives
-    the same bytes. sccache (or ccache) is used when installed; SCCACHE_DIR defaults
-    to BUILD_ROOT/sccache (CCACHE_DIR to BUILD_ROOT/ccache).
+    the same bytes. ccache (or else sccache) is used when installed; CCACHE_DIR defaults
+    to BUILD_ROOT/ccache (SCCACHE_DIR to BUILD_ROOT/sccache).
     """
-    from ptkit.build.pipeline import BuildError, build_variant
+    from ptkit.build.pipeline import BuildError, run_pipeline
 
     try:
-        build_variant(
+        run_pipeline(
             variant,
             repo=source.resolve(),
             dist=dist,

