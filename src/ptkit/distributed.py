@@ -309,7 +309,8 @@ def _agree(rdv: _Rendezvous, prefix: str, error: str | None) -> str | None:
     failure (this rank's own if it failed), the same decision on every rank.
 
     O(1) store operations per rank: a failure counter, the failures' messages by
-    arrival number, and an arrival counter whose last increment releases everyone."""
+    arrival number, an arrival counter whose last increment releases everyone, and a
+    read counter so that no rank leaves (and takes the store with it) too early."""
     store = rdv.store
     if error is not None:
         index = store.add(f"{prefix}/failures", 1)
@@ -318,12 +319,18 @@ def _agree(rdv: _Rendezvous, prefix: str, error: str | None) -> str | None:
         store.set(f"{prefix}/done", "1")
     store.wait([f"{prefix}/done"], rdv.timeout)
     failures = store.add(f"{prefix}/failures", 0)
+    shown = None
+    if failures and error is None:
+        shown = store.get(f"{prefix}/failure/1").decode(errors="replace")
+    # Nobody leaves before everyone has read: the store lives in one rank's process
+    # (rank 0's TCPStore), which may exit right after (when every backend failed).
+    if store.add(f"{prefix}/read", 1) == rdv.world_size:
+        store.set(f"{prefix}/all_read", "1")
+    store.wait([f"{prefix}/all_read"], rdv.timeout)
     if failures == 0:
         return None
     if error is not None:
         shown = f"rank {rdv.rank}: {error}"
-    else:
-        shown = store.get(f"{prefix}/failure/1").decode(errors="replace")
     return f"{failures} of {rdv.world_size} ranks failed; {shown}"
 
 
