@@ -50,6 +50,21 @@ def copy_bandwidth(reps: int) -> float:
     return 2 * src.numel() * 4 / t
 
 
+def measure(op, shape, ours, theirs, nbytes, reps, bw):  # type: ignore[no-untyped-def]
+    """One result row (bf16): both timings, the ratio against torch and the bandwidth."""
+    t_ours, t_torch = cuda_time(ours, reps), cuda_time(theirs, reps)
+    return dict(
+        op=op,
+        shape=shape,
+        dtype="bf16",
+        ptkit_us=t_ours * 1e6,
+        torch_us=t_torch * 1e6,
+        ratio=t_torch / t_ours,
+        gbps=nbytes / t_ours / 1e9,
+        pct_copy=100 * nbytes / t_ours / bw,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -75,19 +90,12 @@ def main() -> None:
         }
         for name, (ours, theirs) in cases.items():
             torch.testing.assert_close(ours().float(), theirs().float(), rtol=2e-2, atol=2e-2)
-            t_ours, t_torch = cuda_time(ours, args.reps), cuda_time(theirs, args.reps)
             rows.append(
-                dict(
-                    op=f"fused_linear {name}",
-                    shape=f"[{batch},1,{k}] x [{n},{k}]",
-                    dtype="bf16",
-                    ptkit_us=t_ours * 1e6,
-                    torch_us=t_torch * 1e6,
-                    ratio=t_torch / t_ours,
-                    gbps=nbytes / t_ours / 1e9,
-                    pct_copy=100 * nbytes / t_ours / bw,
+                measure(
+                    f"fused_linear {name}", f"[{batch},1,{k}] x [{n},{k}]", ours, theirs, nbytes,
+                    args.reps, bw,
                 )
-            )
+            )  # fmt: skip
     hidden = 8192
     weight = torch.randn(hidden, device="cuda", dtype=bf16)
     for tokens in (1, 64, 4096, 16384):
@@ -95,18 +103,8 @@ def main() -> None:
         nbytes = 2 * x.numel() * 2 + hidden * 2
         ours = lambda x=x: ptkit.ops.rms_norm(x, weight, 1e-6)  # noqa: E731
         theirs = lambda x=x: F.rms_norm(x, (hidden,), weight, 1e-6)  # noqa: E731
-        t_ours, t_torch = cuda_time(ours, args.reps), cuda_time(theirs, args.reps)
         rows.append(
-            dict(
-                op="rms_norm",
-                shape=f"[{tokens},{hidden}]",
-                dtype="bf16",
-                ptkit_us=t_ours * 1e6,
-                torch_us=t_torch * 1e6,
-                ratio=t_torch / t_ours,
-                gbps=nbytes / t_ours / 1e9,
-                pct_copy=100 * nbytes / t_ours / bw,
-            )
+            measure("rms_norm", f"[{tokens},{hidden}]", ours, theirs, nbytes, args.reps, bw)
         )
     facts = {
         "device": torch.cuda.get_device_name(),

@@ -389,15 +389,27 @@ class MetalKernels:
         with self._lock:
             self._fail_locked(f"ptkit.{op} with the Metal kernels of {self.library_path}", exc)
 
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-        _checks.check_rms_norm(x, weight, eps)
+    def _serve(
+        self,
+        op: str,
+        mps: Callable[..., torch.Tensor],
+        reference: Callable[..., torch.Tensor],
+        *args: Any,
+    ) -> torch.Tensor:
+        """The Metal kernel while the library works, else the reference (which also
+        serves every call after a failure)."""
         lib = self.library()
         if lib is not None:
             try:
-                return rms_norm_mps(lib, x, weight, eps)
+                return mps(lib, *args)
             except Exception as exc:
-                self._launch_failed("rms_norm", exc)
-        return rms_norm_reference(x, weight, eps)
+                self._launch_failed(op, exc)
+        return reference(*args)
+
+    # Inputs are checked first, so that bad inputs raise before anything compiles.
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+        _checks.check_rms_norm(x, weight, eps)
+        return self._serve("rms_norm", rms_norm_mps, rms_norm_reference, x, weight, eps)
 
     def fused_linear(
         self,
@@ -407,23 +419,13 @@ class MetalKernels:
         activation: str = "none",
     ) -> torch.Tensor:
         _checks.check_fused_linear(x, weight, bias, activation)
-        lib = self.library()
-        if lib is not None:
-            try:
-                return fused_linear_mps(lib, x, weight, bias, activation)
-            except Exception as exc:
-                self._launch_failed("fused_linear", exc)
-        return fused_linear_reference(x, weight, bias, activation)
+        return self._serve(
+            "fused_linear", fused_linear_mps, fused_linear_reference, x, weight, bias, activation
+        )
 
     def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor:
         _checks.check_silu_and_mul(x)
-        lib = self.library()
-        if lib is not None:
-            try:
-                return silu_and_mul_mps(lib, x)
-            except Exception as exc:
-                self._launch_failed("silu_and_mul", exc)
-        return silu_and_mul_reference(x)
+        return self._serve("silu_and_mul", silu_and_mul_mps, silu_and_mul_reference, x)
 
 
 # Registration: process-global, like the dispatcher it writes to.
