@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,82 @@ def cmake_configure(
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=300, env=full_env, check=False
     )
+
+
+def env_holding_packages_of(path: Path, base_python: Path) -> Path:
+    """A new venv that already *holds* ``base_python``'s packages (torch, pip …) but not
+    ptkit, for installers that read only the environment's own site-packages (uv ignores
+    .pth paths).
+
+    Each package folder is a symlink (torch is gigabytes); each ``*.dist-info`` folder is a
+    real copy, because that is what installers list and what they would change.
+    """
+    run([sys.executable, "-m", "venv", "--without-pip", str(path)])
+    python = path / "bin" / "python"
+    site = Path(
+        run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+        ).stdout.strip()
+    )
+    base_site = Path(
+        run(
+            [str(base_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+        ).stdout.strip()
+    )
+    for entry in base_site.iterdir():
+        if entry.name.startswith(("ptkit", "_ptkit", "__pycache__")) or entry.suffix == ".pth":
+            continue
+        if entry.name.endswith(".dist-info"):
+            shutil.copytree(entry, site / entry.name)
+        else:
+            (site / entry.name).symlink_to(entry)
+    return python
+
+
+def make_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    *,
+    tag: str = "py3-none-any",
+    filename: str | None = None,
+    metadata_name: str | None = None,
+    metadata_version: str | None = None,
+    wheel_tags: tuple[str, ...] | None = None,
+    manifest_variant: str | None = None,
+    extra: dict[str, bytes] | None = None,
+) -> Path:
+    """A small, valid (unless told otherwise) wheel written with zipfile, for index tests
+    that need wheels ptkit did not build: other projects, and deliberately broken ones."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name.replace('-', '_')}-{version}.dist-info"
+    files = {
+        f"{name.replace('-', '_')}/__init__.py": b"",
+        f"{dist}/METADATA": (
+            f"Metadata-Version: 2.4\nName: {metadata_name or name}\n"
+            f"Version: {metadata_version or version}\nRequires-Python: >=3.10\n"
+        ).encode(),
+        f"{dist}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: ptkit-tests\nRoot-Is-Purelib: true\n"
+            + "".join(f"Tag: {t}\n" for t in (wheel_tags or (tag,)))
+        ).encode(),
+    }
+    if manifest_variant is not None:
+        files[f"{name.replace('-', '_')}/_native/lib.manifest.json"] = (
+            f'{{"schema_version": 1, "variant": "{manifest_variant}"}}'.encode()
+        )
+    files.update(extra or {})
+    record = []
+    for entry, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{entry},sha256={digest},{len(data)}")
+    files[f"{dist}/RECORD"] = ("\n".join([*record, f"{dist}/RECORD,,"]) + "\n").encode()
+    path = folder / (filename or f"{name.replace('-', '_')}-{version}-{tag}.whl")
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for entry, data in files.items():
+            archive.writestr(zipfile.ZipInfo(entry, (2020, 1, 1, 0, 0, 0)), data)
+    return path

@@ -18,6 +18,7 @@ from pathlib import Path
 from ptkit import distributed, graphs, ops, runtime
 from ptkit._version import BASE_VERSION
 from ptkit.compiling import compile, compile_state
+from ptkit.runtime.session import load_own_libraries
 
 __all__ = ["__version__", "compile", "compile_state", "distributed", "graphs", "ops", "runtime"]
 
@@ -33,4 +34,4 @@ def _installed_version() -> str:
 
 __version__ = _installed_version()
 
-runtime._load_own_libraries(Path(__file__).resolve().parent / "_native")
+load_own_libraries(Path(__file__).resolve().parent / "_native")

@@ -1,4 +1,9 @@
-"""The ``ptkit`` command. Heavy imports (torch) happen inside the commands."""
+"""The ``ptkit`` command. Heavy imports (torch) happen inside the commands.
+
+Run through ``ptkit_cli`` (the console script), this module is imported without
+running ``ptkit/__init__`` (which imports torch); commands that need the ops call
+``import_ptkit()``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from ptkit_cli import import_ptkit
 
 __all__ = ["main"]
 
@@ -24,7 +31,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def explain(as_json: bool) -> None:
     """Which implementation serves each op on each device type, and why."""
-    import ptkit
+    ptkit = import_ptkit()
 
     if as_json:
         payload = {
@@ -51,7 +58,7 @@ def explain(as_json: bool) -> None:
 def profile(as_json: bool) -> None:
     """What this machine and torch can do: devices, torch.compile, graph capture, the
     distributed backend, Inductor GEMM backends, and which implementation serves each op."""
-    import ptkit
+    ptkit = import_ptkit()
 
     runtime_profile = ptkit.runtime.profile()
     if as_json:
@@ -195,13 +202,152 @@ def matrix(check: bool, write: bool, as_json: bool, source: Path) -> None:
         sys.exit(status)
 
 
+@main.group()
+def index() -> None:
+    """The package index: one PEP 503/691/658 index per accelerator variant."""
+
+
+@index.command("build")
+@click.argument("wheels", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Index root: <out>/<variant>/simple/ is written for each wheel's variant.",
+)
+@click.option(
+    "--base-url",
+    envvar="PTKIT_INDEX_BASE_URL",
+    help="Absolute URL the files will be served from (default: relative links). "
+    "Env: PTKIT_INDEX_BASE_URL.",
+)
+@click.option(
+    "--recipes",
+    "recipes",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Recipes that map variants to index paths and labels (default: ptkit's own).",
+)
+@click.option(
+    "--variant-metadata",
+    is_flag=True,
+    help="Also write WheelNext (PEP 825, draft) variant wheels and {name}-{version}-variants.json.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what changed as JSON.")
+def index_build(
+    wheels: tuple[Path, ...],
+    out: Path,
+    base_url: str | None,
+    recipes: Path | None,
+    variant_metadata: bool,
+    as_json: bool,
+) -> None:
+    """Add WHEELS to the per-variant indexes under --out.
+
+    The variant of each wheel is read from its manifests (else its version label).
+    Existing files stay; rebuilding with the same wheels changes nothing; each variant's
+    new index replaces the old one atomically; concurrent runs take turns. A malformed
+    or self-contradicting wheel is refused (exit 1) and nothing is written.
+    """
+    from ptkit.index import IndexBuildError, build_index
+    from ptkit.selection import recipes_dir
+
+    try:
+        results = build_index(
+            list(wheels),
+            out,
+            base_url=base_url,
+            recipes_dir=recipes if recipes is not None else recipes_dir(),
+            variant_metadata=variant_metadata,
+        )
+    except IndexBuildError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in results], indent=2))
+        return
+    for r in results:
+        state = f"{len(r.added)} added" if r.changed else "unchanged"
+        click.echo(f"{r.index_path}/simple/: {len(r.files)} files, {state} ({r.generation})")
+        for name in r.added:
+            click.echo(f"  + {name}")
+
+
+@index.command("serve")
+@click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")
+def index_serve(root: Path, host: str, port: int) -> None:
+    """Serve an index folder over HTTP (HTML and PEP 691 JSON, chosen by Accept)."""
+    from ptkit.index import IndexServer
+
+    try:
+        server = IndexServer(root, host, port)
+    except OSError as exc:
+        click.echo(f"ptkit index serve: cannot listen on {host}:{port}: {exc}", err=True)
+        sys.exit(1)
+    variants = sorted(p.name for p in root.iterdir() if (p / "simple").is_dir())
+    click.echo(f"Serving {root} at {server.url}/ (Ctrl-C stops)", err=True)
+    for variant in variants:
+        click.echo(f"  pip install <project> --index-url {server.url}/{variant}/simple", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@main.command("select")
+@click.option(
+    "--index-url",
+    envvar="PTKIT_INDEX_URL",
+    help="Root of ptkit's index (<root>/<variant>/simple); the commands need it. "
+    "Env: PTKIT_INDEX_URL.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema_version 1).")
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("/"),
+    show_default=True,
+    help="Read /proc and /sys under this folder (a recorded machine); commands and NVML "
+    "are not run unless it is /.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=3.0,
+    show_default=True,
+    help="Seconds each probe command (nvidia-smi) may take.",
+)
+def select_command(index_url: str | None, as_json: bool, root: Path, timeout_s: float) -> None:
+    """Which variant fits this machine, and the pip and uv commands that install it.
+
+    Reads the NVIDIA driver and each GPU's compute capability, AMD gfx targets (KFD
+    topology), Intel GPUs (PCI ids) and Apple silicon without importing torch, then
+    picks the variant whose recipe targets cover every device. PTKIT_VARIANT overrides.
+    Exit 2 on a bad option or override.
+    """
+    from ptkit.selection import SelectionError, render_text, select
+
+    try:
+        result = select(root, index_url=index_url, commands=root == Path("/"), timeout_s=timeout_s)
+    except SelectionError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(render_text(result).rstrip("\n"))
+
+
 @main.command()
 def demo() -> None:
     """Show where each op runs, then run each op natively and against the reference."""
     import torch
 
-    import ptkit
-
+    ptkit = import_ptkit()
     click.echo(
         f"ptkit {ptkit.__version__} on torch {torch.__version__} (Python {sys.version.split()[0]})"
     )

@@ -8,7 +8,7 @@ runs eagerly and why.
 
 Decisions, in order:
 
-1. ``ptkit.runtime.compile_support.compile_support()`` says torch.compile cannot run
+1. ``ptkit.runtime.compile_support()`` says torch.compile cannot run
    here: the original callable is returned unchanged (an ``nn.Module`` is the same
    object), with one ``RuntimeWarning`` starting ``ptkit.compile:`` and naming torch's
    reason. This happens whatever ``fallback`` says: there is no compiler to fail.
@@ -45,7 +45,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 import torch
 
-from ptkit.runtime.compile_support import CompileSupport, compile_support
+from ptkit.runtime.compile_checks import CompileSupport, compile_support
 
 __all__ = ["CompileState", "EagerFallback", "compile", "compile_state"]
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import ptkit
-from ptkit.runtime.compile_support import compile_support
+from ptkit.runtime.compile_checks import compile_support
 
 compile_module = importlib.import_module("ptkit.compiling")
 graphs = importlib.import_module("ptkit.graphs")

@@ -22,7 +22,7 @@ import json, sys
 from pathlib import Path
 import torch
 import ptkit
-from ptkit.runtime.explain import routes
+from ptkit.runtime.routing import routes
 from ptkit.runtime.loader import TorchFacts, load_native_libraries
 from ptkit.runtime.metal import metal_kernels
 from ptkit.runtime.switches import RuntimeSwitches

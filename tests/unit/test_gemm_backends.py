@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptkit.runtime.profile import recommend_gemm_backends
+from ptkit.runtime.profiling import recommend_gemm_backends
 
 NONE: dict[str, object] = {
     "cuda_capabilities": (),

@@ -631,17 +631,18 @@ jobs:
           pattern: wheel-*
           path: dist
       - name: ptkit index build
-        # `ptkit index build` (the package-index issue): one index per variant, at each
-        # recipe's index-path. It runs from the source tree, as `make wheel` does, with
-        # torch's CPU build (importing ptkit imports torch).
+        # One PEP 503/691/658 index per variant at each recipe's index-path, with PEP 825
+        # variant metadata beside the plain wheels. ptkit_cli runs it without torch.
+        # Each variant's folder is a link to its newest generation: the published copy
+        # (public/) holds the linked folders themselves.
         run: |
-          python -m pip install torch --index-url https://download.pytorch.org/whl/cpu
-          python -m pip install click packaging
-          PYTHONPATH=src python -m ptkit.cli index build dist/*/*.whl --out site/
+          python -m pip install click packaging variantlib==0.2.2
+          PYTHONPATH=src python -m ptkit_cli index build dist/*/*.whl --out site/ --variant-metadata
+          mkdir public && cp site/index.html public/ && for v in site/*/; do cp -rL "$v" public/; done
       - uses: actions/upload-artifact@v4
         with:
           name: index
-          path: site/
+          path: public/
           if-no-files-found: error
 """
     return "\n".join(header) + "\n" + body

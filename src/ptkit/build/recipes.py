@@ -66,6 +66,7 @@ _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9.]*$")
 _CUDA_TARGET = re.compile(r"^(sm|compute)_[0-9]{2,3}[af]?$")
 _HIP_TARGET = re.compile(r"^gfx[0-9a-f]+(-[0-9]+)*(-generic)?(:[a-z]+[+-])*$")
 _XPU_TARGET = re.compile(r"^[a-z][a-z0-9_.-]*$")
+_INDEX_URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
 
 def _pattern(regex: re.Pattern[str], **kwargs: Any) -> Any:
@@ -135,6 +136,8 @@ class Recipe:
     """PEP 440 local label appended to the version (``0.1.0+cpu``)."""
     index_path: str = ""
     """Folder under the index root holding this variant's ``simple/`` tree (default: the name)."""
+    torch_index_url: str = _pattern(_INDEX_URL, default="")
+    """The package index of the PyTorch build this variant runs with (``https://download.pytorch.org/whl/cu130``; PyPI for macOS). ``ptkit select`` puts it in the install commands beside the variant's own index; empty: torch comes from PyPI."""
     targets: Targets = Targets()
     """Compilation targets."""
     toolkit: Toolkit = Toolkit()
@@ -357,6 +360,12 @@ def parse_recipe(data: dict[str, Any], variant: str, source: str) -> Recipe:
         )
     description = _optional_str(table, "description", "variant.", problems)
     index_path = _optional_str(table, "index-path", "variant.", problems) or name
+    torch_index_url = _optional_str(table, "torch-index-url", "variant.", problems)
+    if torch_index_url and not _INDEX_URL.match(torch_index_url):
+        problems.append(
+            f"variant.torch-index-url {torch_index_url!r} is not an http(s) URL "
+            "(expected https://download.pytorch.org/whl/cu130)"
+        )
 
     targets = _parse_targets(_table(data, "targets", problems), backend, problems)
     toolkit = _parse_toolkit(_table(data, "toolkit", problems), problems)
@@ -372,6 +381,7 @@ def parse_recipe(data: dict[str, Any], variant: str, source: str) -> Recipe:
         description=description,
         local_version=local,
         index_path=index_path,
+        torch_index_url=torch_index_url,
         targets=targets,
         toolkit=toolkit,
         release=release,

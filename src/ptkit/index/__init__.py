@@ -1,5 +1,23 @@
-"""The package index writer and server (one PEP 503/691 index per accelerator).
+"""The package index: one PEP 503/691/658 index per accelerator variant, and a server.
 
-Not built yet: the index is a later issue. The recipes already carry each variant's
-``index-path``.
+``build_index`` (``ptkit index build``) writes ``<out>/<variant>/simple/``;
+``IndexServer`` (``ptkit index serve``) serves it with PEP 691 content negotiation.
+Installers use one variant's index: ``pip install ptkit --index-url <root>/cu13/simple``.
 """
+
+from __future__ import annotations
+
+from ptkit.index.builder import VariantIndex, build_index
+from ptkit.index.server import IndexServer, negotiate, running_server
+from ptkit.index.wheels import IndexBuildError, IndexedWheel, inspect_wheel
+
+__all__ = [
+    "IndexBuildError",
+    "IndexServer",
+    "IndexedWheel",
+    "VariantIndex",
+    "build_index",
+    "inspect_wheel",
+    "negotiate",
+    "running_server",
+]

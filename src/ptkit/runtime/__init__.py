@@ -4,17 +4,45 @@
 why"; ``load_decisions()`` lists what the loader did with each native library;
 ``profile()`` adds compile support, graph capture, the distributed backend and the
 Inductor GEMM backends; ``apply_profile()`` applies the GEMM recommendation.
+
+The names below are imported on first use (their modules are named differently, so that
+importing a module never replaces a function of the same name on this package): the loader's rule modules
+(``cuda_targets``, ``hip_targets``, ``xpu_targets``, ``manifest``) are standard-library
+only, and ``ptkit select`` and ``ptkit doctor`` import them without importing torch.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ptkit.runtime.compile_support import CompileSupport, compile_support
-from ptkit.runtime.explain import OpRoute, format_routes, routes
-from ptkit.runtime.loader import LoadDecision, LoadStatus, TorchFacts, load_native_libraries
-from ptkit.runtime.manifest import Manifest, ManifestError, read_manifest
-from ptkit.runtime.switches import RuntimeSwitches, configure_logging
+if TYPE_CHECKING:
+    from ptkit.runtime.compile_checks import CompileSupport, compile_support
+    from ptkit.runtime.loader import LoadDecision, LoadStatus
+    from ptkit.runtime.manifest import Manifest, ManifestError, read_manifest
+    from ptkit.runtime.profiling import RuntimeProfile, apply_profile, profile
+    from ptkit.runtime.routing import OpRoute
+    from ptkit.runtime.session import explain, format_explain, load_decisions
+    from ptkit.runtime.switches import RuntimeSwitches
+
+# Public name -> the module under ptkit.runtime that defines it.
+_EXPORTS = {
+    "CompileSupport": "compile_checks",
+    "LoadDecision": "loader",
+    "LoadStatus": "loader",
+    "Manifest": "manifest",
+    "ManifestError": "manifest",
+    "OpRoute": "routing",
+    "RuntimeProfile": "profiling",
+    "RuntimeSwitches": "switches",
+    "apply_profile": "profiling",
+    "compile_support": "compile_checks",
+    "explain": "session",
+    "format_explain": "session",
+    "load_decisions": "session",
+    "profile": "profiling",
+    "read_manifest": "manifest",
+}
 
 __all__ = [
     "CompileSupport",
@@ -34,41 +62,15 @@ __all__ = [
     "read_manifest",
 ]
 
-_decisions: list[LoadDecision] = []
-_switches = RuntimeSwitches()
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ptkit.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"ptkit.runtime.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
 
 
-def _load_own_libraries(native_dir: Path) -> None:
-    """Called once by ``import ptkit``."""
-    global _switches
-    _switches = RuntimeSwitches.from_environ()
-    configure_logging(_switches.log_level)
-    _decisions.extend(load_native_libraries(native_dir, switches=_switches))
-
-
-def load_decisions() -> list[LoadDecision]:
-    """What the loader decided for each native library, in load order."""
-    return list(_decisions)
-
-
-def explain() -> list[OpRoute]:
-    """Per op and device type: ``native`` or ``reference``, the library, and why."""
-    from ptkit.ops import NAMESPACE, OPS
-    from ptkit.runtime.metal import metal_kernels
-
-    fallbacks = {}
-    metal = metal_kernels()
-    if metal is not None and metal.failure is not None:
-        fallbacks["mps"] = f"Metal kernels failed, the reference runs instead: {metal.failure}"
-    return routes(OPS, NAMESPACE, _decisions, TorchFacts.from_torch(), _switches, fallbacks)
-
-
-def format_explain() -> str:
-    """``explain()`` as a text table, with the switches' problems and failed loads after it."""
-    lines = [format_routes(explain())]
-    lines += [f"warning: {p}" for p in _switches.problems]
-    return "\n".join(lines)
-
-
-# Imported last: the profile uses explain() above.
-from ptkit.runtime.profile import RuntimeProfile, apply_profile, profile  # noqa: E402
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from ptkit.runtime.compile_support import CompileSupport, compile_support
-from ptkit.runtime.explain import OpRoute, format_routes
+from ptkit.runtime.compile_checks import CompileSupport, compile_support
+from ptkit.runtime.routing import OpRoute, format_routes
 
 __all__ = [
     "Device",
@@ -182,7 +182,7 @@ def profile() -> RuntimeProfile:
     """The profile of this process's machine and torch (cheap: nothing is compiled)."""
     from ptkit.distributed import distributed_backend_plan
     from ptkit.graphs import capture_plan
-    from ptkit.runtime import explain
+    from ptkit.runtime.session import explain
 
     devices = _devices()
     capabilities = tuple(

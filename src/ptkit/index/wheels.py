@@ -1,0 +1,197 @@
+"""What the index needs to know about one wheel, read from the wheel itself.
+
+The variant comes from inside the wheel: the ``variant`` of its native libraries'
+manifests (``<package>/_native/*.manifest.json``), else the local label of the version
+in its METADATA. The file name must agree with the METADATA (name, version) and the
+WHEEL file (tags); a wheel that contradicts itself is refused, as are archives with
+entries that would escape the install folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path, PurePosixPath
+
+from packaging.tags import Tag
+from packaging.utils import (
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+__all__ = ["IndexBuildError", "IndexedWheel", "inspect_wheel", "sha256_of", "valid_variant_name"]
+
+# A variant or index path becomes a folder name and a URL segment.
+_VARIANT = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
+
+
+class IndexBuildError(ValueError):
+    """A wheel or an option that ``ptkit index`` refuses; nothing has been written."""
+
+
+def valid_variant_name(name: str) -> bool:
+    return bool(_VARIANT.match(name)) and ".." not in name
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexedWheel:
+    path: Path
+    filename: str
+    project: NormalizedName
+    version: Version
+    tags: frozenset[Tag]
+    requires_python: str | None
+    metadata: bytes  # the METADATA file, served as <filename>.metadata (PEP 658)
+    sha256: str
+    size: int
+    variant: str
+    variant_source: str  # "manifest ptkit/_native/ptkit_cuda.manifest.json" or "version label"
+
+    @property
+    def metadata_sha256(self) -> str:
+        return hashlib.sha256(self.metadata).hexdigest()
+
+
+def _refuse(path: Path, problem: str) -> IndexBuildError:
+    return IndexBuildError(f"ptkit index build: {path}: {problem}")
+
+
+def _check_entry_names(path: Path, names: list[str]) -> None:
+    for name in names:
+        pure = PurePosixPath(name)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in name or name.startswith("/"):
+            raise _refuse(
+                path,
+                f"the archive entry {name!r} would be written outside the install folder; "
+                "a wheel's entries are relative paths without '..'. Rebuild the wheel.",
+            )
+
+
+def _dist_info(path: Path, names: list[str], name: str, version: Version) -> str:
+    folders = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+    if len(folders) != 1:
+        raise _refuse(
+            path,
+            f"expected exactly one .dist-info folder, found {sorted(folders) or 'none'}",
+        )
+    folder = folders.pop()
+    stem = folder[: -len(".dist-info")]
+    dist_name, _, dist_version = stem.rpartition("-")
+    if canonicalize_name(dist_name) != canonicalize_name(name) or Version(dist_version) != version:
+        raise _refuse(
+            path,
+            f"its metadata folder {folder} does not match the file name "
+            f"({name} {version}); the file was renamed after it was built",
+        )
+    return folder
+
+
+def _manifest_variants(archive: zipfile.ZipFile, names: list[str]) -> dict[str, str]:
+    variants: dict[str, str] = {}
+    for name in names:
+        if not name.endswith(".manifest.json") or "/_native/" not in f"/{name}":
+            continue
+        try:
+            data = json.loads(archive.read(name))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("variant"), str):
+            variants[name] = data["variant"]
+    return variants
+
+
+def inspect_wheel(path: Path) -> IndexedWheel:
+    """Read and cross-check one wheel; raises ``IndexBuildError`` with the fix."""
+    filename = path.name
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as error:
+        raise _refuse(
+            path,
+            f"not a wheel file name ({error}); expected "
+            "<name>-<version>-<python>-<abi>-<platform>.whl as built by pip or cibuildwheel",
+        ) from None
+    if not path.is_file():
+        raise _refuse(path, "no such file")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            _check_entry_names(path, names)
+            folder = _dist_info(path, names, name, version)
+            try:
+                metadata = archive.read(f"{folder}/METADATA")
+                wheel_file = archive.read(f"{folder}/WHEEL").decode()
+            except KeyError as error:
+                raise _refuse(path, f"{error.args[0]} is missing; not a valid wheel") from None
+            manifests = _manifest_variants(archive, names)
+    except zipfile.BadZipFile as error:
+        raise _refuse(path, f"not a zip archive ({error}); was the download cut short?") from None
+
+    headers = HeaderParser().parsestr(metadata.decode("utf-8", "replace"))
+    meta_name, meta_version = headers.get("Name"), headers.get("Version")
+    if meta_name is None or canonicalize_name(meta_name) != name:
+        raise _refuse(path, f"its METADATA names the project {meta_name!r}, the file name {name!r}")
+    if meta_version is None or Version(meta_version) != version:
+        raise _refuse(
+            path, f"its METADATA says version {meta_version!r}, the file name says {version}"
+        )
+    declared = {
+        Tag(*line.split(":", 1)[1].strip().split("-"))
+        for line in wheel_file.splitlines()
+        if line.startswith("Tag:") and line.count("-") == 2
+    }
+    if declared != set(tags):
+        raise _refuse(
+            path,
+            f"its WHEEL file declares the tags {sorted(map(str, declared))}, the file name "
+            f"{sorted(map(str, tags))}; retag it with `wheel tags` rather than renaming it",
+        )
+
+    distinct = set(manifests.values())
+    if len(distinct) > 1:
+        raise _refuse(path, f"its native libraries' manifests name different variants: {manifests}")
+    if distinct:
+        manifest_name, variant = next(iter(manifests.items()))
+        source = f"manifest {manifest_name}"
+    elif version.local:
+        variant, source = str(version.local), "version label"
+    else:
+        raise _refuse(
+            path,
+            "its variant is unknown: no ptkit manifest (<package>/_native/*.manifest.json) and "
+            "no local version label (+cpu, +cu13 …); build it with ptkit build",
+        )
+    if not valid_variant_name(variant):
+        raise _refuse(
+            path,
+            f"its variant {variant!r} is not a safe folder name "
+            "(lower-case letters, digits, '.', '_', '+', '-'; no '..')",
+        )
+    return IndexedWheel(
+        path=path,
+        filename=filename,
+        project=name,
+        version=version,
+        tags=frozenset(tags),
+        requires_python=headers.get("Requires-Python"),
+        metadata=metadata,
+        sha256=sha256_of(path),
+        size=path.stat().st_size,
+        variant=variant,
+        variant_source=source,
+    )

@@ -1,0 +1,3 @@
+from ptkit_cli import main
+
+main()
