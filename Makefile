@@ -39,6 +39,7 @@ lint: venv
 
 bench: install
 	cd build && ../$(PY) ../benchmarks/bench_cpu.py --out ../benchmarks/results
+	$(PY) benchmarks/bench_doctor.py --out benchmarks/results
 
 clean:
 	rm -rf build dist

@@ -342,6 +342,205 @@ def select_command(index_url: str | None, as_json: bool, root: Path, timeout_s: 
         click.echo(render_text(result).rstrip("\n"))
 
 
+def _ptkit_version(facts: Any) -> str:
+    """The installed ptkit's version (with its variant label), without torch and without
+    importlib.metadata's scan of every installed distribution (~40 ms of the doctor's
+    budget): the packages probe's answer, else the dist-info beside this package."""
+    for package in getattr(facts, "packages", None) or ():
+        if package.name == "ptkit":
+            return str(package.version)
+    site = Path(__file__).resolve().parents[1]
+    for dist_info in sorted(site.glob("ptkit-*.dist-info")):
+        try:
+            for line in (dist_info / "METADATA").read_text(encoding="utf-8").splitlines():
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+        except OSError:
+            continue
+    from ptkit._version import BASE_VERSION
+
+    return f"{BASE_VERSION} (not installed)"
+
+
+def _write_report(text: str) -> None:
+    """Write to stdout; a stream that cannot take it (a full disk, a closed pipe) is the
+    doctor failing (exit 2), said in one line, not a traceback at interpreter exit."""
+    import os
+
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")  # a C-locale stream: no UnicodeEncodeError
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        # Python would flush the stream again at exit and print a second error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        click.echo(f"ptkit doctor: cannot write the report to stdout: {exc}", err=True)
+        sys.exit(2)
+
+
+def _list_checks() -> str:
+    from ptkit.doctor.checks import CHECKS
+
+    lines = [f"{'ID':<8}{'severity':<9}{'name':<32}{'needs':<18}summary"]
+    for check in CHECKS:
+        needs = ",".join(check.needs) or "-"
+        lines.append(
+            f"{check.id:<8}{check.severity.value:<9}{check.name:<32}{needs:<18}{check.summary}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (schema_version 1).")
+@click.option(
+    "--build", is_flag=True, help="Also probe the build toolchains and what each could build."
+)
+@click.option(
+    "--smoke",
+    is_flag=True,
+    help="Also run every op on every device against its reference, in a child process "
+    "that imports torch (the report itself never does).",
+)
+@click.option(
+    "--select",
+    "select_ids",
+    multiple=True,
+    metavar="ID",
+    help="Run only these checks (IDs or names; repeat or comma-separate).",
+)
+@click.option(
+    "--ignore",
+    "ignore_ids",
+    multiple=True,
+    metavar="ID",
+    help="Do not run these checks (IDs or names; repeat or comma-separate).",
+)
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("/"),
+    show_default=True,
+    help="Read /proc and /sys under this folder (a recorded machine tree).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=3.0,
+    show_default=True,
+    help="Seconds each probe (nvidia-smi, NVML, a subprocess) may take.",
+)
+@click.option(
+    "--smoke-timeout",
+    "smoke_timeout_s",
+    type=click.FloatRange(min=1.0),
+    default=120.0,
+    show_default=True,
+    help="Seconds the --smoke child may take before it is killed.",
+)
+@click.option("--list-checks", is_flag=True, help="List the checks (ID, severity, needs) and exit.")
+def doctor(
+    as_json: bool,
+    build: bool,
+    smoke: bool,
+    select_ids: tuple[str, ...],
+    ignore_ids: tuple[str, ...],
+    root: Path,
+    timeout_s: float,
+    smoke_timeout_s: float,
+    list_checks: bool,
+) -> None:
+    """Check this environment (Python, OS, torch, GPUs and drivers, the installed ptkit)
+    and say how to fix each problem found. Does not import torch (--smoke does, in a
+    child process).
+
+    Exit status: 0 no error or warning finding, 1 at least one, 2 the doctor itself
+    failed (or a usage error). PTKIT_DOCTOR_DEBUG=1 shows a traceback instead of the
+    one-line report of a doctor bug.
+    """
+    try:
+        from ptkit.doctor import bug_message, debug_enabled, run_doctor
+        from ptkit.doctor.checks import UnknownCheckError
+    except Exception as exc:  # a broken install of the doctor itself
+        if _debug_env():
+            raise
+        click.echo(_import_bug(exc), err=True)
+        sys.exit(2)
+
+    if list_checks:
+        _write_report(_list_checks())
+        return
+    try:
+        result = run_doctor(
+            root=root,
+            build=build,
+            smoke=smoke,
+            select=select_ids,
+            ignore=ignore_ids,
+            timeout_s=timeout_s,
+            smoke_timeout_s=smoke_timeout_s,
+        )
+    except UnknownCheckError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+    version = _ptkit_version(result.facts)
+    try:
+        if as_json:
+            from ptkit.doctor.report import json_document
+
+            document = json_document(
+                result.facts,
+                result.findings,
+                result.skipped,
+                result.exit_code,
+                version=version,
+                error=result.error,
+            )
+            text = json.dumps(document, indent=2) + "\n"
+        elif result.error is not None:
+            text = ""
+        else:
+            from ptkit.doctor.report import render_text, use_colour
+
+            assert result.facts is not None
+            text = render_text(
+                result.facts,
+                result.findings,
+                result.skipped,
+                result.exit_code,
+                version=version,
+                colour=use_colour(sys.stdout),
+            )
+    except Exception as exc:
+        if debug_enabled():
+            raise
+        click.echo(bug_message("rendering the report", exc), err=True)
+        sys.exit(2)
+    if result.error is not None:
+        click.echo(result.error, err=True)
+    _write_report(text)
+    sys.exit(result.exit_code)
+
+
+def _debug_env() -> bool:
+    import os
+
+    return os.environ.get("PTKIT_DOCTOR_DEBUG", "").strip() not in ("", "0")
+
+
+def _import_bug(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:300]
+    return (
+        f"ptkit doctor: internal error while importing ptkit.doctor: {type(exc).__name__}: "
+        f"{text}; this is a bug in ptkit doctor (or a damaged install: pip install "
+        "--force-reinstall ptkit): please report it to ptkit's maintainers with the output "
+        "of `PTKIT_DOCTOR_DEBUG=1 ptkit doctor`"
+    )
+
+
 @main.command()
 def demo() -> None:
     """Show where each op runs, then run each op natively and against the reference."""

@@ -33,6 +33,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+# The pure choice lives in a torch-free module (ptkit doctor applies it to probed devices).
+from ptkit.runtime.distributed_choice import BackendChoice
+from ptkit.runtime.distributed_choice import choose_backends as _choose_backends
+
 if TYPE_CHECKING:
     # Types only: torch.distributed's submodules fail to import on torch builds
     # without it, and ``import ptkit`` must not.
@@ -54,21 +58,6 @@ logger = logging.getLogger("ptkit.runtime")
 # some preconditions with assert. A TypeError (a wrong keyword) is the caller's bug and
 # is raised at once.
 _INIT_ERRORS = (RuntimeError, ValueError, AssertionError, OSError)
-
-_NO_GPU = "no GPU is visible (no CUDA, ROCm or XPU device)"
-
-
-@dataclasses.dataclass(frozen=True)
-class BackendChoice:
-    """One candidate backend, in the order it would be tried, and why it is there."""
-
-    backend: str
-    reason: str
-    # False: this torch does not have the backend built in; it is listed, never tried.
-    available: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,45 +104,10 @@ def choose_backends(
     *,
     rocm: bool = False,
 ) -> list[BackendChoice]:
-    """The backends to try, best first, each with the reason it is a candidate.
-
-    ``device_types``: the accelerator device types with at least one visible device
-    (torch's spelling: ``"cuda"``, ``"xpu"``; ``"cpu"`` and others are ignored).
-    ``is_available``: whether torch has a backend built in
-    (``torch.distributed.is_backend_available``). ``rocm``: torch is a ROCm build, so
-    its ``"cuda"`` devices are AMD GPUs. Pure: the unit tests feed it every situation.
-
-    A backend that is built in is not necessarily usable (torch 2.14's CUDA wheels
-    register ``nccl`` and ``nccl2`` on machines without a GPU), which is why the
-    device types, not ``is_available``, decide which accelerator backends are listed.
-    """
-    wanted: list[tuple[str, str]]
-    if "cuda" in device_types and rocm:
-        wanted = [
-            ("nccl", "AMD GPU visible: nccl is RCCL on ROCm, the backend for GPU tensors"),
-            ("gloo", "fallback: gloo runs collectives on CPU and GPU tensors"),
-        ]
-    elif "cuda" in device_types:
-        wanted = [
-            ("nccl2", "NVIDIA GPU visible: nccl2 is NCCL on torch's torchcomms engine"),
-            ("nccl", "NVIDIA GPU visible: nccl is torch's backend for CUDA tensors"),
-            ("gloo", "fallback: gloo runs collectives on CPU and CUDA tensors"),
-        ]
-    elif "xpu" in device_types:
-        wanted = [
-            ("xccl", "Intel GPU visible: xccl (oneCCL) is torch's backend for XPU tensors"),
-            ("gloo", "fallback: gloo runs collectives on CPU tensors"),
-        ]
-    else:
-        wanted = [("gloo", f"{_NO_GPU}: gloo is torch's backend for CPU tensors")]
-    choices = []
-    for backend, reason in wanted:
-        if _safe_is_available(is_available, backend):
-            choices.append(BackendChoice(backend, reason))
-        else:
-            absent = f"not built into torch {torch.__version__} (is_backend_available is False)"
-            choices.append(BackendChoice(backend, absent, available=False))
-    return choices
+    """``ptkit.runtime.distributed_choice.choose_backends`` naming this torch's version."""
+    return _choose_backends(
+        device_types, is_available, rocm=rocm, torch_version=str(torch.__version__)
+    )
 
 
 def distributed_backend_plan() -> DistributedPlan:
@@ -225,15 +179,6 @@ def init_process_group(
 def _plan_candidates() -> list[BackendChoice]:
     device_types, rocm = _visible_device_types()
     return choose_backends(device_types, dist.is_backend_available, rocm=rocm)
-
-
-def _safe_is_available(is_available: Callable[[str], bool], backend: str) -> bool:
-    """``is_backend_available`` of an unknown name may raise on some torch builds;
-    for the plan that simply means "not available"."""
-    try:
-        return bool(is_available(backend))
-    except (RuntimeError, ValueError, KeyError):
-        return False
 
 
 def _visible_device_types() -> tuple[tuple[str, ...], bool]:

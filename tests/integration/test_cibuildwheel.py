@@ -195,4 +195,7 @@ def test_release_workflow_has_a_job_per_variant_and_platform() -> None:
     index = workflow["jobs"]["index"]
     assert index["needs"] == "wheel"
     run_index = next(s["run"] for s in index["steps"] if s.get("name") == "ptkit index build")
-    assert "python -m ptkit.cli index build dist/*/*.whl --out site/" in run_index
+    assert (
+        "python -m ptkit_cli index build dist/*/*.whl --out site/ --variant-metadata" in run_index
+    )
+    assert "torch" not in run_index  # ptkit_cli builds the index without torch

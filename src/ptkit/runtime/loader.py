@@ -35,8 +35,6 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import torch
-
 from ptkit.runtime.cuda_targets import cuda_coverage
 from ptkit.runtime.elf_check import elf_problem
 from ptkit.runtime.hip_targets import hip_coverage
@@ -49,6 +47,7 @@ __all__ = [
     "LoadStatus",
     "TorchFacts",
     "check_compatibility",
+    "decide_without_loading",
     "load_native_libraries",
     "machine_platform",
 ]
@@ -56,8 +55,13 @@ __all__ = [
 logger = logging.getLogger("ptkit.runtime")
 
 
-# torch.ops.load_library is untyped; this is its real signature.
-_load_library: Callable[[str], None] = torch.ops.load_library
+def _load_library(path: str) -> None:
+    # torch is imported here, not at module level: `ptkit doctor` applies these rules to
+    # facts it read from torch's files, in a process that must not import torch.
+    import torch
+
+    load: Callable[[str], None] = torch.ops.load_library  # untyped in torch; its signature
+    load(path)
 
 
 class LoadStatus(str, enum.Enum):
@@ -112,6 +116,8 @@ class TorchFacts:
 
     @classmethod
     def from_torch(cls) -> TorchFacts:
+        import torch
+
         devices: tuple[tuple[int, int], ...] = ()
         hip_devices: tuple[str, ...] = ()
         driver = None
@@ -355,6 +361,28 @@ def _cpu_isa(path: Path) -> str | None:
     return value.decode() if isinstance(value, bytes) else None
 
 
+def decide_without_loading(
+    manifest: Manifest, facts: TorchFacts, switches: RuntimeSwitches, this_platform: str
+) -> LoadDecision:
+    """Rules 1-5 for one manifest, without loading anything (and without torch): SKIPPED
+    or FAILED with the reason, or LOADED meaning "would load" (rule 6 not tried).
+
+    The loader runs rule 6 after this; ``ptkit doctor`` stops here, with facts it read
+    from torch's files and the probed devices, so both give the same verdict."""
+    reason = check_compatibility(manifest, facts, switches, this_platform)
+    if reason:
+        return LoadDecision(manifest.path, LoadStatus.SKIPPED, reason, manifest)
+    problem = _integrity_problem(manifest)
+    if problem:
+        return LoadDecision(manifest.path, LoadStatus.FAILED, problem, manifest)
+    reason = (
+        f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, "
+        f"stable ABI target {manifest.torch_target_version_str}"
+    )
+    details = tuple(_device_details(manifest, facts))
+    return LoadDecision(manifest.path, LoadStatus.LOADED, reason, manifest, details)
+
+
 def _decide_and_load(
     path: Path, facts: TorchFacts, switches: RuntimeSwitches, this_platform: str
 ) -> LoadDecision:
@@ -362,12 +390,9 @@ def _decide_and_load(
         manifest = read_manifest(path)
     except ManifestError as exc:
         return LoadDecision(path, LoadStatus.FAILED, f"unreadable manifest: {exc}")
-    reason = check_compatibility(manifest, facts, switches, this_platform)
-    if reason:
-        return LoadDecision(path, LoadStatus.SKIPPED, reason, manifest)
-    problem = _integrity_problem(manifest)
-    if problem:
-        return LoadDecision(path, LoadStatus.FAILED, problem, manifest)
+    decision = decide_without_loading(manifest, facts, switches, this_platform)
+    if decision.status is not LoadStatus.LOADED:
+        return decision
     try:
         _load(manifest)
     except Exception as exc:  # OSError from dlopen, RuntimeError from registration
@@ -378,12 +403,8 @@ def _decide_and_load(
         isa = _cpu_isa(manifest.library_path)
         if isa:
             details.append(("isa", isa))
-    details += _device_details(manifest, facts)
-    reason = (
-        f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, "
-        f"stable ABI target {manifest.torch_target_version_str}"
-    )
-    return LoadDecision(path, LoadStatus.LOADED, reason, manifest, tuple(details))
+    details += decision.details
+    return dataclasses.replace(decision, details=tuple(details))
 
 
 def load_native_libraries(

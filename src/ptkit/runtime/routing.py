@@ -1,20 +1,20 @@
 """Which implementation serves each op on each device type, and why.
 
 The answer comes from the dispatcher itself (does the op have a kernel for the
-device's dispatch key?) and from the loader's recorded decisions (why not).
+device's dispatch key?) and from the loader's recorded decisions (why not). torch is
+imported only to ask the dispatcher: ``ptkit doctor`` passes ``has_kernel`` (predicted
+from the decisions) and uses these rules without torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-
-import torch
+from collections.abc import Callable, Mapping, Sequence
 
 from ptkit.runtime.loader import LoadDecision, LoadStatus, TorchFacts
 from ptkit.runtime.switches import RuntimeSwitches
 
-__all__ = ["OpRoute", "device_types", "format_routes", "routes"]
+__all__ = ["OpRoute", "device_types", "format_routes", "predicted_has_kernel", "routes"]
 
 # Device type -> (dispatch key, the manifest backends that can serve it; ROCm torch
 # registers HIP kernels under CUDA).
@@ -53,7 +53,25 @@ def device_types(facts: TorchFacts) -> list[str]:
 
 
 def _has_kernel(qualified_op: str, dispatch_key: str) -> bool:
+    import torch  # here, not at module level: see the module docstring
+
     return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualified_op, dispatch_key))
+
+
+def predicted_has_kernel(
+    namespace: str, decisions: Sequence[LoadDecision]
+) -> Callable[[str, str], bool]:
+    """What the dispatcher would answer once the libraries the decisions mark LOADED are
+    loaded: a kernel for a dispatch key exactly where such a library lists the op."""
+    registered = {
+        (f"{namespace}::{op}", key)
+        for d in decisions
+        if d.status is LoadStatus.LOADED and d.manifest is not None
+        for key, backends in _DEVICE_TYPES.values()
+        if d.manifest.backend in backends
+        for op in d.manifest.ops
+    }
+    return lambda qualified_op, key: (qualified_op, key) in registered
 
 
 def _details(decision: LoadDecision) -> str:
@@ -67,9 +85,12 @@ def routes(
     facts: TorchFacts,
     switches: RuntimeSwitches,
     fallbacks: Mapping[str, str] | None = None,
+    has_kernel: Callable[[str, str], bool] | None = None,
 ) -> list[OpRoute]:
     """One row per (device type, op). ``fallbacks`` maps a device type to the reason its
-    registered native kernels now run the reference (Metal kernels that failed to compile)."""
+    registered native kernels now run the reference (Metal kernels that failed to compile).
+    ``has_kernel(qualified_op, dispatch_key)``: default, torch's dispatcher."""
+    has_kernel = has_kernel or _has_kernel
     rows = []
     for device_type in device_types(facts):
         key, backends = _DEVICE_TYPES[device_type]
@@ -80,7 +101,7 @@ def routes(
                 for d in relevant
                 if d.status is LoadStatus.LOADED and d.manifest and op in d.manifest.ops
             ]
-            if _has_kernel(f"{namespace}::{op}", key):
+            if has_kernel(f"{namespace}::{op}", key):
                 fallback = (fallbacks or {}).get(device_type)
                 if fallback:
                     library = loaded[0].library if loaded else None

@@ -1,0 +1,293 @@
+"""Installed packages that ship ptkit-built libraries: their manifests, and what the
+loader would decide for each here, with the loader's own rules.
+
+``import ptkit`` decides from ``TorchFacts.from_torch()``; the doctor builds the same
+facts from torch's files (``TorchInstall``) and the probed devices (``Machine``), then
+runs ``ptkit.runtime.loader.decide_without_loading`` (rules 1-5: switches, platform,
+backend and devices, stable ABI, file integrity) and ``ptkit.runtime.routing.routes``
+with the dispatcher's answer predicted from those decisions. Nothing is loaded and torch
+is not imported. ``LoadStatus.LOADED`` here means "would load".
+
+For now the package is ptkit itself; ``probe_packages(packages=…)`` takes any
+``name -> package folder`` map, so other packages that ship manifests (the
+``ptkit.packages`` entry-point group, later) come in the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ptkit.doctor.model import LibraryFacts, PackageFacts, RouteFacts, TorchInstall
+from ptkit.doctor.probes.distributions import normalize
+from ptkit.hardware.facts import Machine
+from ptkit.runtime.loader import (
+    LoadDecision,
+    LoadStatus,
+    TorchFacts,
+    decide_without_loading,
+    machine_platform,
+)
+from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
+from ptkit.runtime.routing import predicted_has_kernel, routes
+from ptkit.runtime.switches import RuntimeSwitches
+
+__all__ = [
+    "NATIVE_FOLDER",
+    "library_facts",
+    "locate_package",
+    "probe_package",
+    "probe_packages",
+    "torch_facts_from",
+]
+
+# Where a package keeps its native libraries and their manifests (ptkit/_native/).
+NATIVE_FOLDER = "_native"
+
+
+def _macos_major() -> int | None:
+    release = platform.mac_ver()[0]
+    match = re.match(r"(\d+)", release)
+    return int(match.group(1)) if match else None
+
+
+def torch_facts_from(
+    torch: TorchInstall, machine: Machine | None, *, macos_major: int | None = None
+) -> tuple[TorchFacts, tuple[str, ...]] | None:
+    """The facts ``TorchFacts.from_torch()`` would return in a process that imports this
+    torch on this machine, and notes on what could not be predicted; None when torch's
+    version is unknown (torch missing or broken: ``import ptkit`` fails before any
+    library loads)."""
+    if torch.location is None or torch.version is None:
+        return None
+    notes: list[str] = []
+    cuda_devices: tuple[tuple[int, int], ...] = ()
+    cuda_driver = None
+    hip_devices: tuple[str, ...] = ()
+    xpu_devices: tuple[tuple[str, int | None], ...] = ()
+    mps_available = False
+    system = machine.system if machine else platform.system()
+    arch = machine.machine if machine else platform.machine()
+    if machine is not None and torch.cuda and machine.nvidia:
+        have = machine.cuda_driver_version
+        need = _major(torch.cuda)
+        if machine.nvidia_driver is None and have is None:
+            # No driver: torch.cuda.is_available() is False, torch sees no device.
+            notes.append("no NVIDIA driver is loaded: torch would see no CUDA device")
+        elif have is not None and need is not None and have[0] < need:
+            notes.append(
+                f"the NVIDIA driver supports CUDA {have[0]}.{have[1]}, torch needs CUDA "
+                f"{torch.cuda}: torch would see no CUDA device"
+            )
+        else:
+            cuda_driver = have
+            known = [g for g in machine.nvidia if g.compute_capability is not None]
+            cuda_devices = tuple(g.compute_capability for g in known if g.compute_capability)
+            unknown = len(machine.nvidia) - len(known)
+            if unknown:
+                notes.append(
+                    f"{unknown} NVIDIA GPU(s) with an unknown compute capability were not "
+                    "checked against the libraries"
+                )
+    if machine is not None and torch.hip and machine.amd:
+        # KFD lists one node per GPU (or partition); torch sees the same devices.
+        hip_devices = tuple(g.gfx_target for g in machine.amd)
+    if machine is not None and torch.xpu:
+        usable = [g for g in machine.intel if g.family and g.driver]
+        xpu_devices = tuple((g.name, g.pci_device_id) for g in usable)
+    # torch's macOS arm64 wheels are built with MPS; MPS needs macOS 14+ on Apple silicon.
+    has_mps = system == "Darwin" and arch == "arm64"
+    if has_mps and machine is not None and machine.apple:
+        major = macos_major if macos_major is not None else _macos_major()
+        mps_available = major is not None and major >= 14
+    facts = TorchFacts(
+        version=torch.version,
+        cuda=torch.cuda,
+        hip=torch.hip,
+        has_xpu=torch.xpu,
+        has_mps=has_mps,
+        cuda_devices=cuda_devices,
+        cuda_driver=cuda_driver,
+        hip_devices=hip_devices,
+        xpu_available=bool(xpu_devices),
+        xpu_devices=xpu_devices,
+        mps_available=mps_available,
+    )
+    return facts, tuple(notes)
+
+
+def _major(version: str) -> int | None:
+    match = re.match(r"(\d+)", version)
+    return int(match.group(1)) if match else None
+
+
+def _toolkit(manifest: Manifest) -> str | None:
+    text = f"{manifest.toolkit.get('name', '')} {manifest.toolkit.get('version', '')}".strip()
+    return text or None
+
+
+def library_facts(decision: LoadDecision) -> LibraryFacts:
+    manifest = decision.manifest
+    details = "".join(f", {k} {v}" for k, v in decision.details)
+    if manifest is None:
+        return LibraryFacts(
+            library=decision.manifest_path.name,
+            backend="unknown",
+            variant="unknown",
+            targets={},
+            toolkit=None,
+            torch_built_with=None,
+            torch_target=None,
+            status=decision.status.value,
+            reason=decision.reason,
+        )
+    return LibraryFacts(
+        library=manifest.library,
+        backend=manifest.backend,
+        variant=manifest.variant,
+        targets=dict(manifest.targets),
+        toolkit=_toolkit(manifest),
+        torch_built_with=manifest.torch_built_with or None,
+        torch_target=manifest.torch_target_version_str,
+        status=decision.status.value,
+        reason=decision.reason + details,
+    )
+
+
+def locate_package(name: str) -> Path | None:
+    """A package's folder without running its ``__init__`` (``ptkit``'s imports torch)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _package_version(name: str, location: Path) -> tuple[str, str | None]:
+    """The installed version (the dist-info beside the package), else the source tree's
+    ``_version.py``; and the local label (``+cu13``) when there is one."""
+    wanted = normalize(name)
+    try:
+        folders = sorted(location.parent.glob("*.dist-info"))
+    except OSError:
+        folders = []
+    for folder in folders:
+        dist, _, version = folder.name[: -len(".dist-info")].partition("-")
+        if normalize(dist) == wanted and version:
+            return version, (version.partition("+")[2] or None)
+    try:
+        text = (location / "_version.py").read_text(encoding="utf-8")
+    except OSError:
+        return "unknown", None
+    match = re.search(r"^BASE_VERSION\s*=\s*[\"']([^\"']+)[\"']", text, re.MULTILINE)
+    return (match.group(1) if match else "unknown"), None
+
+
+def probe_package(
+    name: str,
+    location: Path,
+    *,
+    torch: TorchInstall,
+    machine: Machine | None,
+    switches: RuntimeSwitches,
+    this_platform: str,
+) -> PackageFacts:
+    """One package: each manifest in ``<location>/_native`` and the loader's verdict."""
+    decisions: list[LoadDecision] = []
+    manifests: list[Manifest] = []
+    predicted = torch_facts_from(torch, machine)
+    for path in find_manifests(location / NATIVE_FOLDER):
+        try:
+            manifest = read_manifest(path)
+        except ManifestError as exc:  # the loader's words for the same failure
+            decisions.append(LoadDecision(path, LoadStatus.FAILED, f"unreadable manifest: {exc}"))
+            continue
+        manifests.append(manifest)
+        if predicted is None:
+            why = (
+                "torch is not installed"
+                if torch.location is None
+                else f"torch at {torch.location} is broken (no version)"
+            )
+            decisions.append(
+                LoadDecision(
+                    path,
+                    LoadStatus.SKIPPED,
+                    f"{why}: import {name} fails before any library loads; install torch",
+                    manifest,
+                )
+            )
+            continue
+        facts, notes = predicted
+        decision = decide_without_loading(manifest, facts, switches, this_platform)
+        if notes and manifest.backend in ("cuda", "hip"):
+            decision = LoadDecision(
+                decision.manifest_path,
+                decision.status,
+                decision.reason + " (" + "; ".join(notes) + ")",
+                decision.manifest,
+                decision.details,
+            )
+        decisions.append(decision)
+    route_rows: list[RouteFacts] = []
+    if predicted is not None and manifests:
+        facts = predicted[0]
+        ops = list(dict.fromkeys(op for m in manifests for op in m.ops))
+        namespace = manifests[0].namespace
+        for row in routes(
+            ops,
+            namespace,
+            decisions,
+            facts,
+            switches,
+            has_kernel=predicted_has_kernel(namespace, decisions),
+        ):
+            route_rows.append(
+                RouteFacts(row.op, row.device_type, row.implementation, row.library, row.reason)
+            )
+    version, label = _package_version(name, location)
+    variants = sorted({m.variant for m in manifests})
+    variant = variants[0] if len(variants) == 1 else label
+    return PackageFacts(
+        name=name,
+        version=version,
+        variant=variant,
+        location=str(location),
+        libraries=tuple(library_facts(d) for d in decisions),
+        routes=tuple(route_rows),
+    )
+
+
+def probe_packages(
+    *,
+    torch: TorchInstall,
+    machine: Machine | None,
+    environ: Mapping[str, str] | None = None,
+    packages: Mapping[str, Path] | None = None,
+    names: Sequence[str] = ("ptkit",),
+) -> tuple[PackageFacts, ...]:
+    """Every package that ships ptkit manifests: ``packages`` (name -> folder), else each
+    of ``names`` found on the path without importing it."""
+    switches = RuntimeSwitches.from_environ(environ)
+    this_platform = (
+        f"{machine.system}-{machine.machine}".lower() if machine is not None else machine_platform()
+    )
+    if packages is None:
+        found = {n: locate_package(n) for n in names}
+        packages = {n: p for n, p in found.items() if p is not None}
+    return tuple(
+        probe_package(
+            name,
+            location,
+            torch=torch,
+            machine=machine,
+            switches=switches,
+            this_platform=this_platform,
+        )
+        for name, location in packages.items()
+    )
