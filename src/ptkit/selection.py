@@ -33,7 +33,7 @@ from typing import Any
 from ptkit.build.recipes import Recipe, RecipeError, load_recipe
 from ptkit.hardware.detect import detect
 from ptkit.hardware.facts import AmdGpu, AppleGpu, IntelGpu, Machine, NvidiaGpu, PlatformFacts
-from ptkit.hardware.nvidia import DRIVER_CUDA
+from ptkit.hardware.nvidia import min_driver_branch
 from ptkit.runtime.cuda_targets import cuda_coverage
 from ptkit.runtime.hip_targets import hip_coverage
 from ptkit.runtime.xpu_targets import xpu_coverage
@@ -190,18 +190,11 @@ def _version_pair(text: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _min_driver_branch(cuda_major: int) -> int | None:
-    """The oldest driver branch that supports CUDA ``cuda_major``.0 (13 -> 580): CUDA's
-    minor-version compatibility lets every 13.x runtime run on a 13.0 driver."""
-    branches = [branch for branch, cuda in DRIVER_CUDA if cuda[0] == cuda_major]
-    return min(branches) if branches else None
-
-
 def _driver_problem(recipe: Recipe, machine: Machine) -> str | None:
     toolkit = _version_pair(recipe.toolkit.version)
     if toolkit is None:
         return f"the {recipe.name} recipe names no CUDA toolkit version ([toolkit] version)"
-    branch = _min_driver_branch(toolkit[0])
+    branch = min_driver_branch(toolkit[0])
     need = f"driver >= {branch}" if branch else f"a driver for CUDA {toolkit[0]}.x"
     have = machine.cuda_driver_version
     if machine.nvidia_driver is None and have is None:

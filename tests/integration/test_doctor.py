@@ -173,7 +173,7 @@ def venv_without_torch(tmp_path_factory: pytest.TempPathFactory, ptkit_wheel: Pa
     folder = tmp_path_factory.mktemp("no-torch") / "venv"
     run([str(PYTHON310), "-m", "venv", str(folder)])
     python = folder / "bin" / "python"
-    # ptkit without its dependencies, plus the two the command needs (local pip cache/index).
+    # ptkit without torch: its other dependencies as its metadata asks on 3.10 (tomli too).
     run(
         [
             str(python),
@@ -185,6 +185,7 @@ def venv_without_torch(tmp_path_factory: pytest.TempPathFactory, ptkit_wheel: Pa
             str(ptkit_wheel),
             "click",
             "packaging",
+            "tomli",
         ],
         env=python_env(PIP_DISABLE_PIP_VERSION_CHECK="1"),
     )
@@ -200,11 +201,15 @@ def test_torch_absent(venv_without_torch: Path):
     assert document["facts"]["python"]["version"].startswith("3.10.")
     assert document["facts"]["torch"]["location"] is None
     (finding,) = [f for f in document["findings"] if f["check"] == "PTK101"]
-    assert finding["severity"] == "error" and "pip install torch" in finding["fix"].replace(
-        "install torch (", "pip install torch ("
+    # ptkit select's choice for this machine (no GPU: cpu) names torch's CPU index
+    assert finding["severity"] == "error"
+    assert finding["fix"] == (
+        "install torch for the cpu variant `ptkit select` names here: "
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu"
     )
     text = doctor("doctor", python=venv_without_torch)
-    assert "PTK101 torch-missing" in text.stdout and "fix: install torch" in text.stdout
+    assert "PTK101 torch-missing" in text.stdout
+    assert "fix: install torch for the cpu variant" in text.stdout
     assert "Traceback" not in text.stderr + text.stdout
 
 

@@ -32,7 +32,7 @@ from ptkit.doctor.model import (
     TorchInstall,
 )
 from ptkit.hardware.facts import Machine
-from ptkit.hardware.nvidia import DRIVER_CUDA
+from ptkit.hardware.nvidia import min_driver_branch
 
 __all__ = [
     "CHECKS",
@@ -75,12 +75,6 @@ def _torch_label(torch: TorchInstall) -> str:
 def _pair(text: str | None) -> tuple[int, int] | None:
     match = re.search(r"(\d+)\.(\d+)", text or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def _min_driver_branch(cuda_major: int) -> int | None:
-    """The oldest driver branch whose CUDA version has this major (13 -> 580)."""
-    branches = [branch for branch, cuda in DRIVER_CUDA if cuda[0] == cuda_major]
-    return min(branches) if branches else None
 
 
 def _package_label(package: PackageFacts) -> str:
@@ -287,7 +281,7 @@ def _driver_too_old(facts: Facts) -> list[Finding]:
     need_cuda = _pair(torch.cuda)
     if need_cuda is None:
         return []
-    branch = _min_driver_branch(need_cuda[0])
+    branch = min_driver_branch(need_cuda[0])
     need = f"driver >= {branch}" if branch else f"a driver for CUDA {need_cuda[0]}.x"
     # CUDA's minor-version compatibility: any 13.x runtime runs on a 13.0 driver.
     have = machine.cuda_driver_version

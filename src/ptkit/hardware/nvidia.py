@@ -36,6 +36,7 @@ __all__ = [
     "NVIDIA_VENDOR",
     "NvidiaFacts",
     "cuda_version_for_driver",
+    "min_driver_branch",
     "parse_driver_version",
     "probe_nvidia",
 ]
@@ -120,6 +121,13 @@ def cuda_version_for_driver(version: str) -> tuple[int, int] | None:
         if branch >= first:
             return cuda
     return None
+
+
+def min_driver_branch(cuda_major: int) -> int | None:
+    """The oldest driver branch that supports CUDA ``cuda_major``.0 (13 -> 580): CUDA's
+    minor-version compatibility lets every 13.x runtime run on a 13.0 driver."""
+    branches = [branch for branch, cuda in DRIVER_CUDA if cuda[0] == cuda_major]
+    return min(branches) if branches else None
 
 
 @dataclasses.dataclass(frozen=True)
