@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,9 +37,14 @@ from variantlib.variants_json import VariantsJson  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
-CU13_WHEEL = "ptkit-0.1.0+cu13-py3-none-linux_x86_64.whl"
-CU13_VARIANT_WHEEL = "ptkit-0.1.0+cu13-py3-none-linux_x86_64-cu13.whl"
-CU13_VARIANTS_JSON = "ptkit-0.1.0+cu13-variants.json"
+# The cu13 wheel `make test` built (PTKIT_TEST_CU13_WHEEL), else the one in dist/cu13/.
+_GIVEN = os.environ.get("PTKIT_TEST_CU13_WHEEL")
+_FOUND = [Path(_GIVEN)] if _GIVEN else sorted((ROOT / "dist" / "cu13").glob("ptkit-*.whl"))
+CU13_SOURCE = _FOUND[-1] if _FOUND else ROOT / "dist" / "cu13" / "ptkit-<version>+cu13-….whl"
+CU13_WHEEL = CU13_SOURCE.name
+CU13_VERSION = CU13_WHEEL.split("-")[1]
+CU13_VARIANT_WHEEL = CU13_WHEEL.removesuffix(".whl") + "-cu13.whl"
+CU13_VARIANTS_JSON = f"ptkit-{CU13_VERSION}-variants.json"
 CU13_PROPERTIES = [
     "nvidia :: cuda_version_lower_bound :: 13",
     "nvidia :: sm_arch :: 100_real",
@@ -71,9 +77,9 @@ def _variantlib_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def cu13_wheel(tmp_path: Path) -> Path:
-    source = ROOT / "dist" / "cu13" / CU13_WHEEL
+    source = CU13_SOURCE
     if not source.is_file():
-        pytest.skip(f"{source} is absent: build it with `make wheel PTKIT_VARIANT=cu13`")
+        pytest.skip(f"{source} is absent: build it with `make wheel VARIANT=cu13`")
     copy = tmp_path / "in" / CU13_WHEEL
     copy.parent.mkdir()
     shutil.copyfile(source, copy)
@@ -145,8 +151,8 @@ def test_cu13_files_named_and_readable_by_variantlib(cu13_wheel: Path, tmp_path:
 
     # variant.json inside the dist-info, listed in RECORD with its hash.
     with zipfile.ZipFile(out / CU13_VARIANT_WHEEL) as archive:
-        data = archive.read("ptkit-0.1.0+cu13.dist-info/variant.json")
-        record = archive.read("ptkit-0.1.0+cu13.dist-info/RECORD").decode()
+        data = archive.read(f"ptkit-{CU13_VERSION}.dist-info/variant.json")
+        record = archive.read(f"ptkit-{CU13_VERSION}.dist-info/RECORD").decode()
     info = VariantDistInfo(data, expected_label="cu13")
     assert sorted(p.to_str() for p in info.variant_desc.properties) == sorted(CU13_PROPERTIES)
     assert info.namespace_priorities == ["nvidia"]
@@ -154,7 +160,8 @@ def test_cu13_files_named_and_readable_by_variantlib(cu13_wheel: Path, tmp_path:
     digest = hashlib.sha256(data).digest()
     b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
     assert (
-        f"ptkit-0.1.0+cu13.dist-info/variant.json,sha256={b64},{len(data)}" in record.splitlines()
+        f"ptkit-{CU13_VERSION}.dist-info/variant.json,sha256={b64},{len(data)}"
+        in record.splitlines()
     )
 
 
@@ -166,8 +173,8 @@ def test_cu13_wheel_content_is_the_input_plus_variant_json(
     with zipfile.ZipFile(cu13_wheel) as before, zipfile.ZipFile(out / CU13_VARIANT_WHEEL) as after:
         old = {i.filename: i for i in before.infolist()}
         new = {i.filename: i for i in after.infolist()}
-        record = "ptkit-0.1.0+cu13.dist-info/RECORD"
-        assert set(new) - set(old) == {"ptkit-0.1.0+cu13.dist-info/variant.json"}
+        record = f"ptkit-{CU13_VERSION}.dist-info/RECORD"
+        assert set(new) - set(old) == {f"ptkit-{CU13_VERSION}.dist-info/variant.json"}
         assert set(old) <= set(new)
         for name, info in old.items():
             assert new[name].date_time == info.date_time, name
@@ -213,7 +220,7 @@ def test_output_is_deterministic(
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01
     third = write_variant_files([cu13_wheel], _recipe("cu13"), tmp_path / "three")
     with zipfile.ZipFile(third[0]) as archive:
-        info = archive.getinfo("ptkit-0.1.0+cu13.dist-info/variant.json")
+        info = archive.getinfo(f"ptkit-{CU13_VERSION}.dist-info/variant.json")
     assert info.date_time == (2026, 1, 1, 0, 0, 0)
     fourth = write_variant_files([cu13_wheel], _recipe("cu13"), tmp_path / "four")
     assert third[0].read_bytes() == fourth[0].read_bytes()
