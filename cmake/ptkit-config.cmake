@@ -1,27 +1,34 @@
 # ptkit's CMake package: build PyTorch kernel libraries on the LibTorch stable ABI,
-# with a manifest the ptkit loader checks before it loads them.
+# with a manifest the ptkit loader checks before it loads them. Reference, with the
+# low-level calls each opinionated one equals: docs/cmake.md.
 #
-#   find_package(ptkit CONFIG REQUIRED)
-#   ptkit_read_recipe(cpu RECIPES_DIR ${CMAKE_CURRENT_SOURCE_DIR}/recipes)
+#   find_package(ptkit CONFIG REQUIRED)   # scikit-build-core: found through ptkit's
+#                                         # cmake.root entry point; plain CMake:
+#                                         # -Dptkit_DIR=$(ptkit --cmake-dir)
 #   ptkit_add_kernel_library(myext_cpu BACKEND cpu NAMESPACE myext
-#                            SOURCES ops.cpp ISA_SOURCES kernels.cpp ISA ${PTKIT_RECIPE_ISA}
+#                            SOURCES ops.cpp ISA_SOURCES kernels.cpp ISA x86-64-v3
 #                            OPS my_op DTYPES float32 INSTALL_DIR myext/_native)
 #   ptkit_enable_backend(hip RESULT_VAR have_hip)      # at directory scope
 #   if(have_hip)
 #     ptkit_add_kernel_library(myext_hip BACKEND hip … TARGETS gfx942 gfx1100 …)
 #   endif()
+#   ptkit_add_metal_kernels(myext_metal SOURCES kernels.metal NAMESPACE myext …)
 #
-# ptkit_add_kernel_library is the opinionated call; it equals
-#   add_library(MODULE) + ptkit_target_stable_abi() + the backend's step
-#   + ptkit_install_kernel_library() (install rules and manifest). The backend's step:
-#   cpu   ptkit_target_cpu_isa()
-#   cuda  ptkit_resolve_cuda_targets() + ptkit_target_cuda_archs()
-#   hip   ptkit_resolve_hip_targets() + ptkit_target_hip_sources() (.hip sources)
-#   xpu   ptkit_target_xpu_sources() (SYCL sources, SYCL_SOURCES)
-#   metal ptkit_add_metal_library() (no C++ library: a .metallib or the .metal sources)
-# Each call adds a row to the build report printed at the end of configure
-# (ptkit-report.cmake). A backend whose toolchain is missing is skipped with the reason;
-# one whose requested targets cannot be built fails the build.
+# The opinionated calls, one per kind of backend:
+#   ptkit_add_kernel_library(BACKEND cpu|cuda|hip|xpu)   a C++ library (MODULE)
+#   ptkit_add_metal_kernels()                            a .metallib or the .metal sources
+# and the small functions they are made of:
+#   ptkit_enable_backend()  ptkit_read_recipe()  ptkit_target_stable_abi()
+#   ptkit_target_cpu_isa()
+#   ptkit_parse_cuda_arch_list()  ptkit_resolve_cuda_targets()  ptkit_target_cuda_archs()
+#   ptkit_target_cuda_runtime()
+#   ptkit_resolve_hip_targets()  ptkit_target_hip_sources()
+#   ptkit_find_xpu_compiler()  ptkit_target_xpu_sources()
+#   ptkit_add_metal_library()
+#   ptkit_install_kernel_library() (install rules, manifest, GPU code audit)
+#   ptkit_report_backend() (a row of the build report printed at the end of configure)
+# A backend whose toolchain is missing is skipped with the reason; one whose requested
+# targets cannot be built fails the build with the fix.
 include_guard(GLOBAL)
 # An empty keyword value (e.g. AUDIT "") stays an empty string in cmake_parse_arguments.
 if(POLICY CMP0174)
@@ -31,6 +38,20 @@ endif()
 set(PTKIT_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 # The oldest torch whose stable ABI the libraries target: they load into any torch >= it.
 set(PTKIT_DEFAULT_TORCH_TARGET_VERSION "2.10" CACHE STRING "LibTorch stable ABI version to target")
+
+# _ptkit_check_arguments(<fn> <required keyword>…): in a function that parsed its
+# arguments with prefix arg: unknown arguments and missing required keywords are
+# mistakes in the calling CMakeLists, reported at once with the function's name.
+macro(_ptkit_check_arguments _ptkit_fn)
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "${_ptkit_fn}: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  foreach(_ptkit_required ${ARGN})
+    if(NOT arg_${_ptkit_required})
+      message(FATAL_ERROR "${_ptkit_fn}: ${_ptkit_required} is required")
+    endif()
+  endforeach()
+endmacro()
 
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-python.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-torch.cmake")
@@ -42,12 +63,16 @@ include("${CMAKE_CURRENT_LIST_DIR}/ptkit-metal.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-manifest.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/ptkit-report.cmake")
 
-# ptkit_enable_backend(<cpu|cuda|hip|xpu|metal> [REQUIRED] RESULT_VAR <var>)
+# ptkit_enable_backend(<cpu|cuda|hip|xpu|metal> [REQUIRED] [RESULT_VAR <var>])
 # Finds the backend's toolchain (and enables CUDA for cuda). Not found: <var> is FALSE
 # and the build report says why; with REQUIRED the build fails with that reason
 # instead. A macro: enable_language must run at directory scope.
 macro(ptkit_enable_backend _ptkit_backend)
   cmake_parse_arguments(_ptkit_eb "REQUIRED" "RESULT_VAR" "" ${ARGN})
+  if(_ptkit_eb_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ptkit_enable_backend(${_ptkit_backend}): unknown arguments: "
+                        "${_ptkit_eb_UNPARSED_ARGUMENTS}")
+  endif()
   set(_ptkit_eb_found TRUE)
   set(_ptkit_eb_reason "")
   if("${_ptkit_backend}" STREQUAL "cuda")
@@ -66,14 +91,14 @@ macro(ptkit_enable_backend _ptkit_backend)
   elseif("${_ptkit_backend}" STREQUAL "metal")
     _ptkit_find_metal(_ptkit_eb_found _ptkit_eb_reason)
   elseif(NOT "${_ptkit_backend}" STREQUAL "cpu")
-    message(FATAL_ERROR "ptkit_enable_backend: unknown backend '${_ptkit_backend}' "
-                        "(expected cpu, cuda, hip, xpu or metal)")
+    message(FATAL_ERROR "ptkit_enable_backend(${_ptkit_backend}): unknown backend "
+                        "'${_ptkit_backend}' (expected cpu, cuda, hip, xpu or metal)")
   endif()
   if(NOT _ptkit_eb_found)
     if(_ptkit_eb_REQUIRED)
       ptkit_report_backend(${_ptkit_backend} failed "${_ptkit_eb_reason}")
-      message(SEND_ERROR "ptkit: the ${_ptkit_backend} backend is required but was not found: "
-                         "${_ptkit_eb_reason}")
+      message(SEND_ERROR "ptkit_enable_backend(${_ptkit_backend}): the ${_ptkit_backend} backend "
+                         "is required but was not found: ${_ptkit_eb_reason}")
     else()
       ptkit_report_backend(${_ptkit_backend} skipped "${_ptkit_eb_reason}")
       message(STATUS "ptkit: ${_ptkit_backend} skipped: ${_ptkit_eb_reason}")
@@ -89,32 +114,43 @@ macro(ptkit_enable_cuda)
   ptkit_enable_backend(cuda REQUIRED)
 endmacro()
 
-# ptkit_add_kernel_library(<name> BACKEND cpu|cuda|hip|xpu|metal NAMESPACE <ns> SOURCES <src>…
-#     [ISA_SOURCES <src>… ISA <level>…]                 (cpu)
-#     [TARGETS <target>… OPTIONAL_TARGETS <target>…]   (cuda: sm_…/compute_…, PTKIT_CUDA_ARCHS
+# ptkit_add_kernel_library(<name> BACKEND cpu|cuda|hip|xpu NAMESPACE <ns> SOURCES <src>…
+#     [ISA_SOURCES <src>… [ISA <level>…]]               (cpu)
+#     [TARGETS <target>… [OPTIONAL_TARGETS <target>…]]  (cuda: sm_…/compute_…, PTKIT_CUDA_ARCHS
 #                                                       overrides; hip: gfx…, PTKIT_HIP_TARGETS
 #                                                       overrides; xpu: AOT devices + spir64)
 #     [SYCL_SOURCES <src>…]                             (xpu: compiled by icpx)
 #     [INCLUDE_DIRS <dir>…] OPS <op>… DTYPES <dtype>…
 #     [VARIANT <variant>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>] INSTALL_DIR <dir>)
-# For hip and cuda, SOURCES ending in .hip / .cu are device code; for metal, SOURCES
-# are the .metal files. Call ptkit_enable_backend() for the backend first.
+# For hip and cuda, SOURCES ending in .hip / .cu are device code. Call
+# ptkit_enable_backend() for a GPU backend first (at directory scope). BACKEND metal is
+# forwarded to ptkit_add_metal_kernels(), the Metal entry.
 function(ptkit_add_kernel_library name)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
     "BACKEND;NAMESPACE;VARIANT;PACKAGE;TORCH_TARGET_VERSION;INSTALL_DIR"
     "SOURCES;ISA_SOURCES;ISA;TARGETS;OPTIONAL_TARGETS;SYCL_SOURCES;INCLUDE_DIRS;OPS;DTYPES")
   set(fn "ptkit_add_kernel_library(${name})")
-  if(arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "${fn}: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
-  endif()
-  foreach(required BACKEND NAMESPACE SOURCES OPS DTYPES INSTALL_DIR)
-    if(NOT arg_${required})
-      message(FATAL_ERROR "${fn}: ${required} is required")
-    endif()
-  endforeach()
+  _ptkit_check_arguments("${fn}" BACKEND)
   if(NOT arg_BACKEND MATCHES "^(cpu|cuda|hip|xpu|metal)$")
-    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of cpu, cuda, hip, xpu, metal")
+    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of cpu, cuda, hip, xpu "
+                        "(Metal kernels: ptkit_add_metal_kernels)")
   endif()
+  if(arg_BACKEND STREQUAL "metal")
+    foreach(cpp_only ISA_SOURCES ISA TARGETS OPTIONAL_TARGETS SYCL_SOURCES INCLUDE_DIRS)
+      if(arg_${cpp_only})
+        message(FATAL_ERROR "${fn}: ${cpp_only} does not apply to BACKEND metal")
+      endif()
+    endforeach()
+    set(forward "")
+    foreach(kw NAMESPACE VARIANT PACKAGE TORCH_TARGET_VERSION INSTALL_DIR)
+      if(arg_${kw})
+        list(APPEND forward ${kw} "${arg_${kw}}")
+      endif()
+    endforeach()
+    ptkit_add_metal_kernels(${name} SOURCES ${arg_SOURCES} OPS ${arg_OPS} DTYPES ${arg_DTYPES} ${forward})
+    return()
+  endif()
+  _ptkit_check_arguments("${fn}" NAMESPACE SOURCES OPS DTYPES INSTALL_DIR)
   if(NOT arg_TORCH_TARGET_VERSION)
     set(arg_TORCH_TARGET_VERSION "${PTKIT_DEFAULT_TORCH_TARGET_VERSION}")
   endif()
@@ -127,37 +163,30 @@ function(ptkit_add_kernel_library name)
 
   set(dropped "")
   set(audit "")
-  set(file "")
   set(error "")
-  if(arg_BACKEND STREQUAL "metal")
-    _ptkit_metal_library()
+  set(target_lists "")
+  add_library(${name} MODULE)
+  target_include_directories(${name} PRIVATE ${arg_INCLUDE_DIRS})
+  ptkit_target_stable_abi(${name} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION})
+  string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" toolkit_name)
+  set(toolkit_version "${CMAKE_CXX_COMPILER_VERSION}")
+  if(arg_BACKEND STREQUAL "cpu")
+    target_sources(${name} PRIVATE ${arg_SOURCES})
+    _ptkit_cpu_library()
+  elseif(arg_BACKEND STREQUAL "cuda")
+    target_sources(${name} PRIVATE ${arg_SOURCES})
+    _ptkit_cuda_library()
+  elseif(arg_BACKEND STREQUAL "hip")
+    _ptkit_hip_library()
   else()
-    add_library(${name} MODULE)
-    target_include_directories(${name} PRIVATE ${arg_INCLUDE_DIRS})
-    ptkit_target_stable_abi(${name} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION})
-    string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" toolkit_name)
-    set(toolkit_version "${CMAKE_CXX_COMPILER_VERSION}")
-    if(arg_BACKEND STREQUAL "cpu")
-      target_sources(${name} PRIVATE ${arg_SOURCES})
-      _ptkit_cpu_library()
-    elseif(arg_BACKEND STREQUAL "cuda")
-      target_sources(${name} PRIVATE ${arg_SOURCES})
-      _ptkit_cuda_library()
-    elseif(arg_BACKEND STREQUAL "hip")
-      _ptkit_hip_library()
-    else()
-      _ptkit_xpu_library()
-    endif()
+    _ptkit_xpu_library()
   endif()
   if(error)
     # The row and the error both name the cause; configure goes on so that the report
     # is printed, and generation is refused.
-    string(REGEX REPLACE "^ptkit: " "" reason "${error}")
-    ptkit_report_backend(${arg_BACKEND} failed "${name}: ${reason}")
-    message(SEND_ERROR "${error}")
-    if(TARGET ${name})
-      set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
-    endif()
+    ptkit_report_backend(${arg_BACKEND} failed "${name}: ${error}")
+    message(SEND_ERROR "${fn}: ${error}")
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
     return()
   endif()
   ptkit_report_backend(${arg_BACKEND} built "${name}: ${report}")
@@ -166,12 +195,57 @@ function(ptkit_add_kernel_library name)
     BACKEND ${arg_BACKEND} VARIANT ${arg_VARIANT} PACKAGE ${arg_PACKAGE}
     NAMESPACE ${arg_NAMESPACE} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION}
     TOOLKIT_NAME ${toolkit_name} TOOLKIT_VERSION ${toolkit_version}
-    TARGETS_JSON "${targets_json}" DROPPED ${dropped} AUDIT ${audit} FILE "${file}"
+    ${target_lists} DROPPED ${dropped} AUDIT ${audit}
+    OPS ${arg_OPS} DTYPES ${arg_DTYPES} INSTALL_DIR ${arg_INSTALL_DIR})
+endfunction()
+
+# ptkit_add_metal_kernels(<name> SOURCES <file.metal>… NAMESPACE <ns> OPS <op>…
+#     DTYPES <dtype>… INSTALL_DIR <dir> [VARIANT <variant>] [PACKAGE <dist>]
+#     [TORCH_TARGET_VERSION <x.y>])
+# Metal kernels for Apple GPUs: with Xcode's `xcrun metal` one <name>.metallib,
+# otherwise the sources as one <name>.metal (torch.mps.compile_shader compiles it at
+# first use); installed with its manifest. There is no C++ library: ptkit's runtime
+# registers the kernels as the MPS implementation. Runs ptkit_enable_backend(metal)
+# itself when the project has not (Metal always finds a way).
+function(ptkit_add_metal_kernels name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg ""
+    "NAMESPACE;VARIANT;PACKAGE;TORCH_TARGET_VERSION;INSTALL_DIR" "SOURCES;OPS;DTYPES")
+  set(fn "ptkit_add_metal_kernels(${name})")
+  _ptkit_check_arguments("${fn}" SOURCES NAMESPACE OPS DTYPES INSTALL_DIR)
+  foreach(source IN LISTS arg_SOURCES)
+    if(NOT source MATCHES "\\.metal$")
+      message(FATAL_ERROR "${fn}: SOURCES are .metal files; got ${source}")
+    endif()
+  endforeach()
+  if(NOT arg_TORCH_TARGET_VERSION)
+    set(arg_TORCH_TARGET_VERSION "${PTKIT_DEFAULT_TORCH_TARGET_VERSION}")
+  endif()
+  if(NOT arg_VARIANT)
+    set(arg_VARIANT "metal")
+  endif()
+  if(NOT arg_PACKAGE)
+    set(arg_PACKAGE "${arg_NAMESPACE}")
+  endif()
+  if(NOT PTKIT_METAL_MODE)
+    ptkit_enable_backend(metal)
+  endif()
+  ptkit_add_metal_library(${name} SOURCES ${arg_SOURCES} FILE_VAR file)
+  if(PTKIT_METAL_MODE STREQUAL "metallib")
+    set(report "metallib (xcrun metal ${PTKIT_METAL_VERSION})")
+  else()
+    set(report "sources shipped, compiled at first use by torch.mps.compile_shader (no xcrun metal here)")
+  endif()
+  ptkit_report_backend(metal built "${name}: ${report}")
+  ptkit_install_kernel_library(${name} FILE "${file}"
+    BACKEND metal VARIANT ${arg_VARIANT} PACKAGE ${arg_PACKAGE} NAMESPACE ${arg_NAMESPACE}
+    TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION}
+    TOOLKIT_NAME metal TOOLKIT_VERSION ${PTKIT_METAL_VERSION} METAL ${PTKIT_METAL_MODE}
     OPS ${arg_OPS} DTYPES ${arg_DTYPES} INSTALL_DIR ${arg_INSTALL_DIR})
 endfunction()
 
 # The backend steps of ptkit_add_kernel_library: macros, so that they read its arg_*
-# and set targets_json, report, toolkit_*, dropped, audit, file and error in its scope.
+# and set target_lists (the manifest's targets, as ptkit_install_kernel_library
+# keywords), report, toolkit_*, dropped, audit and error in its scope.
 
 macro(_ptkit_cpu_library)
   set(isa_built "")
@@ -181,9 +255,10 @@ macro(_ptkit_cpu_library)
     endif()
     ptkit_target_cpu_isa(${name} SOURCES ${arg_ISA_SOURCES} ISA ${arg_ISA}
                          INCLUDE_DIRS ${arg_INCLUDE_DIRS} BUILT_VAR isa_built)
+  elseif(arg_ISA)
+    message(FATAL_ERROR "${fn}: ISA needs ISA_SOURCES (the files compiled once per level)")
   endif()
-  _ptkit_json_string_array(isa_json ${isa_built})
-  set(targets_json "{\"isa\": ${isa_json}}")
+  set(target_lists ISA ${isa_built})
   list(JOIN isa_built ", " isa_text)
   set(report "isa ${isa_text} (${toolkit_name} ${toolkit_version})")
 endmacro()
@@ -206,10 +281,8 @@ macro(_ptkit_cuda_library)
                              SASS_VAR sass PTX_VAR ptx DROPPED_VAR dropped ERROR_VAR error)
   if(NOT error)
     ptkit_target_cuda_archs(${name} SASS ${sass} PTX ${ptx})
-    _ptkit_cuda_link(${name})
-    _ptkit_json_string_array(sass_json ${sass})
-    _ptkit_json_string_array(ptx_json ${ptx})
-    set(targets_json "{\"sass\": ${sass_json}, \"ptx\": ${ptx_json}}")
+    ptkit_target_cuda_runtime(${name})
+    set(target_lists SASS ${sass} PTX ${ptx})
     set(toolkit_name "cuda")
     set(toolkit_version "${PTKIT_CUDA_FULL_VERSION}")
     set(audit "cuda")
@@ -246,8 +319,7 @@ macro(_ptkit_hip_library)
                             TARGETS_VAR gfx DROPPED_VAR dropped ERROR_VAR error)
   if(NOT error)
     ptkit_target_hip_sources(${name} SOURCES ${hip_sources} TARGETS ${gfx} INCLUDE_DIRS ${arg_INCLUDE_DIRS})
-    _ptkit_json_string_array(gfx_json ${gfx})
-    set(targets_json "{\"gfx\": ${gfx_json}}")
+    set(target_lists GFX ${gfx})
     set(toolkit_name "hip")
     set(toolkit_version "${PTKIT_HIP_VERSION}")
     set(audit "hip")
@@ -267,35 +339,16 @@ macro(_ptkit_xpu_library)
   if(NOT arg_TARGETS)
     message(FATAL_ERROR "${fn}: BACKEND xpu needs TARGETS (AOT devices such as pvc bmg, and spir64 for JIT)")
   endif()
+  if(NOT arg_SYCL_SOURCES)
+    message(FATAL_ERROR "${fn}: BACKEND xpu needs SYCL_SOURCES (the kernels icpx compiles)")
+  endif()
   target_sources(${name} PRIVATE ${arg_SOURCES})
   target_compile_definitions(${name} PRIVATE PTKIT_GPU_XPU)
-  set(devices ${arg_TARGETS})
-  list(REMOVE_ITEM devices spir64)
-  set(jit "")
-  if("spir64" IN_LIST arg_TARGETS)
-    set(jit JIT)
-  endif()
-  ptkit_target_xpu_sources(${name} SOURCES ${arg_SYCL_SOURCES} DEVICES ${devices} ${jit}
+  ptkit_target_xpu_sources(${name} SOURCES ${arg_SYCL_SOURCES} DEVICES ${arg_TARGETS}
                            INCLUDE_DIRS ${arg_INCLUDE_DIRS})
-  _ptkit_json_string_array(xpu_json ${arg_TARGETS})
-  set(targets_json "{\"xpu\": ${xpu_json}}")
+  set(target_lists XPU ${arg_TARGETS})
   set(toolkit_name "oneapi")
   set(toolkit_version "${PTKIT_ICPX_VERSION}")
   list(JOIN arg_TARGETS ", " xpu_text)
   set(report "${xpu_text} (icpx ${PTKIT_ICPX_VERSION})")
-endmacro()
-
-macro(_ptkit_metal_library)
-  if(NOT PTKIT_METAL_MODE)
-    message(FATAL_ERROR "${fn}: BACKEND metal needs ptkit_enable_backend(metal) first")
-  endif()
-  ptkit_add_metal_library(${name} SOURCES ${arg_SOURCES} FILE_VAR file)
-  set(targets_json "{\"metal\": [\"${PTKIT_METAL_MODE}\"]}")
-  set(toolkit_name "metal")
-  set(toolkit_version "${PTKIT_METAL_VERSION}")
-  if(PTKIT_METAL_MODE STREQUAL "metallib")
-    set(report "metallib (xcrun metal ${PTKIT_METAL_VERSION})")
-  else()
-    set(report "sources shipped, compiled at first use by torch.mps.compile_shader (no xcrun metal here)")
-  endif()
 endmacro()

@@ -14,8 +14,8 @@ function(_ptkit_isa_flags isa out_var)
       set(applies TRUE)
     endif()
   else()
-    message(FATAL_ERROR "ptkit: unknown CPU ISA level '${isa}'; known: default, x86-64-v2, "
-                        "x86-64-v3, x86-64-v4")
+    message(FATAL_ERROR "ptkit_target_cpu_isa: unknown CPU ISA level '${isa}'; known: default, "
+                        "x86-64-v2, x86-64-v3, x86-64-v4")
   endif()
   if(applies)
     set(${out_var} "${flags};" PARENT_SCOPE)
@@ -24,10 +24,18 @@ function(_ptkit_isa_flags isa out_var)
   endif()
 endfunction()
 
-# ptkit_target_cpu_isa(<target> SOURCES <src>… ISA <level>… [INCLUDE_DIRS <dir>…] [BUILT_VAR <var>])
-# Levels are given best first; "default" (the baseline) is always built last.
+# ptkit_target_cpu_isa(<target> SOURCES <src>… [ISA <level>…] [INCLUDE_DIRS <dir>…] [BUILT_VAR <var>])
+# Compiles SOURCES once per level (namespace PTKIT_CPU_ISA, name PTKIT_CPU_ISA_NAME) into
+# <target>, and generates ptkit_cpu_isa_list.h (PTKIT_CPU_ISA_LIST(X), best first) for the
+# run-time choice. Levels are given best first; "default" (the baseline) is always built
+# last; a level that does not apply to this processor is skipped. BUILT_VAR: the levels built.
 function(ptkit_target_cpu_isa target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "BUILT_VAR" "SOURCES;ISA;INCLUDE_DIRS")
+  set(fn "ptkit_target_cpu_isa(${target})")
+  _ptkit_check_arguments("${fn}" SOURCES)
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
+  endif()
   list(REMOVE_ITEM arg_ISA default)
   list(APPEND arg_ISA default)
   set(built "")

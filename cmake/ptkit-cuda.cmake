@@ -97,7 +97,7 @@ function(ptkit_parse_cuda_arch_list list out_var)
       continue()
     endif()
     if(NOT item MATCHES "^([0-9]+)\\.([0-9])([af]?)(\\+PTX)?$")
-      message(FATAL_ERROR "ptkit: PTKIT_CUDA_ARCHS entry '${item}' is not like 9.0, 10.0a, 12.0f or 12.0+PTX")
+      message(FATAL_ERROR "ptkit_parse_cuda_arch_list: PTKIT_CUDA_ARCHS entry '${item}' is not like 9.0, 10.0a, 12.0f or 12.0+PTX")
     endif()
     set(cc "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
     list(APPEND result "sm_${cc}${CMAKE_MATCH_3}")
@@ -111,10 +111,19 @@ endfunction()
 # ptkit_resolve_cuda_targets(REQUESTED <t>… [OPTIONAL <t>…] SASS_VAR <v> PTX_VAR <v>
 #                            DROPPED_VAR <v> ERROR_VAR <v>)
 # Intersects the requested targets with `nvcc --list-gpu-code/--list-gpu-arch`. A
-# requested target the toolkit lacks sets ERROR_VAR (the caller fails the build),
-# unless it is optional.
+# requested target the toolkit lacks sets ERROR_VAR to the reason and the fix (the
+# caller fails the build with it), unless it is optional: then it is dropped with a
+# warning and listed in DROPPED_VAR (for the manifest). Needs ptkit_enable_backend(cuda).
 function(ptkit_resolve_cuda_targets)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "SASS_VAR;PTX_VAR;DROPPED_VAR;ERROR_VAR" "REQUESTED;OPTIONAL")
+  set(fn "ptkit_resolve_cuda_targets")
+  _ptkit_check_arguments("${fn}" SASS_VAR PTX_VAR DROPPED_VAR ERROR_VAR)
+  if(NOT arg_REQUESTED AND NOT arg_OPTIONAL)
+    message(FATAL_ERROR "${fn}: REQUESTED or OPTIONAL is required (e.g. REQUESTED sm_90 compute_90)")
+  endif()
+  if(NOT PTKIT_NVCC)
+    message(FATAL_ERROR "${fn}: no nvcc: call ptkit_enable_backend(cuda) first (at directory scope)")
+  endif()
   execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-code OUTPUT_VARIABLE codes)
   execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-arch OUTPUT_VARIABLE archs)
   string(STRIP "${codes}" codes)
@@ -127,7 +136,7 @@ function(ptkit_resolve_cuda_targets)
   set(error "")
   foreach(target IN LISTS arg_REQUESTED arg_OPTIONAL)
     if(NOT target MATCHES "^(sm|compute)_([0-9]+)([af]?)$")
-      set(error "ptkit: '${target}' is not a CUDA target (sm_90, sm_90a, sm_100f, compute_120)")
+      set(error "'${target}' is not a CUDA target (sm_90, sm_90a, sm_100f, compute_120)")
       break()
     endif()
     set(kind "${CMAKE_MATCH_1}")
@@ -136,7 +145,7 @@ function(ptkit_resolve_cuda_targets)
     if(NOT "${kind}_${cc}" IN_LIST supported)
       if(target IN_LIST arg_OPTIONAL)
         list(APPEND dropped "${target}")
-        message(WARNING "ptkit: optional CUDA target ${target} dropped: nvcc ${PTKIT_CUDA_FULL_VERSION} "
+        message(WARNING "${fn}: optional CUDA target ${target} dropped: nvcc ${PTKIT_CUDA_FULL_VERSION} "
                         "at ${PTKIT_NVCC} cannot build it (recorded in the manifest)")
         continue()
       endif()
@@ -145,7 +154,7 @@ function(ptkit_resolve_cuda_targets)
         set(need "CUDA >= ${_PTKIT_CUDA_MIN_VERSION_${cc}}")
       endif()
       string(CONCAT error
-        "ptkit: CUDA target ${target} needs ${need}; found ${PTKIT_CUDA_FULL_VERSION} at ${PTKIT_NVCC} "
+        "CUDA target ${target} needs ${need}; found ${PTKIT_CUDA_FULL_VERSION} at ${PTKIT_NVCC} "
         "(it builds: ${codes_line}). Fix: use the recipe's pip toolkit (pip install "
         "'nvidia-cuda-nvcc==13.5.*' … and unset PTKIT_CUDA_USE_SYSTEM), or mark ${target} "
         "optional in the recipe (targets.cuda-optional), or remove it from PTKIT_CUDA_ARCHS.")
@@ -158,7 +167,7 @@ function(ptkit_resolve_cuda_targets)
     endif()
   endforeach()
   if(NOT error AND NOT sass AND NOT ptx)
-    set(error "ptkit: no CUDA target left to build (requested: ${arg_REQUESTED} ${arg_OPTIONAL})")
+    set(error "no CUDA target left to build (requested: ${arg_REQUESTED} ${arg_OPTIONAL})")
   endif()
   set(${arg_ERROR_VAR} "${error}" PARENT_SCOPE)
   set(${arg_SASS_VAR} "${sass}" PARENT_SCOPE)
@@ -166,10 +175,22 @@ function(ptkit_resolve_cuda_targets)
   set(${arg_DROPPED_VAR} "${dropped}" PARENT_SCOPE)
 endfunction()
 
-# ptkit_target_cuda_archs(<target> SASS <sm_…>… PTX <compute_…>…): -gencode flags,
-# a compressed fatbinary, and the shared CUDA runtime that torch has already loaded.
+# ptkit_target_cuda_archs(<target> [SASS <sm_…>…] [PTX <compute_…>…]): exactly these
+# -gencode flags for the target's .cu sources, a compressed fatbinary
+# (PTKIT_CUDA_COMPRESS_MODE), C++17. Needs ptkit_enable_backend(cuda).
 function(ptkit_target_cuda_archs target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SASS;PTX")
+  set(fn "ptkit_target_cuda_archs(${target})")
+  _ptkit_check_arguments("${fn}")
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
+  endif()
+  if(NOT arg_SASS AND NOT arg_PTX)
+    message(FATAL_ERROR "${fn}: SASS or PTX is required (ptkit_resolve_cuda_targets gives both)")
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER_LOADED)
+    message(FATAL_ERROR "${fn}: CUDA is not enabled: call ptkit_enable_backend(cuda) first (at directory scope)")
+  endif()
   set(flags "")
   foreach(sm IN LISTS arg_SASS)
     string(REPLACE "sm_" "compute_" virtual "${sm}")
@@ -189,10 +210,21 @@ endfunction()
 set(PTKIT_CUDA_COMPRESS_MODE "size" CACHE STRING
     "nvcc --compress-mode for the fatbinary: size (smallest wheel), balance, speed, none")
 
-# _ptkit_cuda_link(<target>): the host side of a CUDA kernel library: torch's CUDA shim
-# (libtorch_cuda) and the shared CUDA runtime that torch has already loaded
-# (DT_NEEDED libcudart.so.<major>, no RPATH), so the wheel carries no second copy.
-function(_ptkit_cuda_link target)
+# ptkit_target_cuda_runtime(<target>): the host side of a CUDA kernel library: USE_CUDA,
+# cuda_runtime_api.h for host-compiled files, torch's CUDA shim (libtorch_cuda) and the
+# shared CUDA runtime that torch has already loaded (DT_NEEDED libcudart.so.<major>, no
+# RPATH), so the wheel carries no second copy. Needs ptkit_enable_backend(cuda).
+function(ptkit_target_cuda_runtime target)
+  set(fn "ptkit_target_cuda_runtime(${target})")
+  if(ARGN)
+    message(FATAL_ERROR "${fn}: unknown arguments: ${ARGN}")
+  endif()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
+  endif()
+  if(NOT PTKIT_CUDA_TOOLKIT_ROOT OR NOT CMAKE_CUDA_COMPILER_LOADED)
+    message(FATAL_ERROR "${fn}: CUDA is not enabled: call ptkit_enable_backend(cuda) first (at directory scope)")
+  endif()
   target_compile_definitions(${target} PRIVATE USE_CUDA)
   # cuda_runtime_api.h for host-compiled files.
   target_include_directories(${target} SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
@@ -206,13 +238,13 @@ function(_ptkit_cuda_link target)
     list(APPEND cudart ${found})
   endforeach()
   if(NOT cudart)
-    message(FATAL_ERROR "ptkit: no libcudart.so.<major> in ${PTKIT_CUDA_TOOLKIT_ROOT}: "
+    message(FATAL_ERROR "${fn}: no libcudart.so.<major> in ${PTKIT_CUDA_TOOLKIT_ROOT}: "
                         "pip install 'nvidia-cuda-runtime==${PTKIT_CUDA_VERSION}.*'")
   endif()
   list(GET cudart 0 cudart)
   find_library(PTKIT_TORCH_CUDA_LIBRARY NAMES torch_cuda PATHS "${PTKIT_TORCH_ROOT}/lib" NO_DEFAULT_PATH)
   if(NOT PTKIT_TORCH_CUDA_LIBRARY)
-    message(FATAL_ERROR "ptkit: torch ${PTKIT_TORCH_VERSION} has no libtorch_cuda: build the CUDA "
+    message(FATAL_ERROR "${fn}: torch ${PTKIT_TORCH_VERSION} has no libtorch_cuda: build the CUDA "
                         "library against a CUDA build of torch (e.g. torch==2.14.1 from PyPI)")
   endif()
   target_link_libraries(${target} PRIVATE "${PTKIT_TORCH_CUDA_LIBRARY}" "${cudart}")

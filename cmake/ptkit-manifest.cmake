@@ -15,17 +15,64 @@ function(_ptkit_json_string_array out_var)
   set(${out_var} "${json}" PARENT_SCOPE)
 endfunction()
 
-# ptkit_install_kernel_library(<target> BACKEND <b> VARIANT <v> PACKAGE <dist> NAMESPACE <ns>
-#     TORCH_TARGET_VERSION <x.y> TOOLKIT_NAME <n> TOOLKIT_VERSION <v> TARGETS_JSON <json>
-#     [DROPPED <target>…] [AUDIT cuda|hip] [FILE <path>] OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>)
+# ptkit_install_kernel_library(<target> BACKEND <cpu|cuda|hip|xpu|metal> NAMESPACE <ns>
+#     OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>
+#     [ISA <level>…] [SASS <sm_…>…] [PTX <compute_…>…] [GFX <gfx…>…] [XPU <device>…]
+#     [METAL <metallib|source>]                 (the manifest's "targets", one key each)
+#     [DROPPED <target>…] [VARIANT <v>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>]
+#     [TOOLKIT_NAME <n> TOOLKIT_VERSION <v>] [AUDIT cuda|hip] [FILE <path>])
 # Installs the library (the target's file, or FILE for a target that produces a plain
 # file: a .metallib or .metal sources) into INSTALL_DIR and writes
 # <target>.manifest.json beside it; the sha256 is taken from the installed file, after
-# CMake's install-time RPATH edit. AUDIT compares the GPU code inside with the manifest.
+# CMake's install-time RPATH edit. AUDIT compares the GPU code inside with the manifest
+# (fatbin.py / offload.py from ptkit's build tools) and fails the install on a mismatch.
+# Defaults: VARIANT = BACKEND, PACKAGE = NAMESPACE, TORCH_TARGET_VERSION =
+# PTKIT_DEFAULT_TORCH_TARGET_VERSION, TOOLKIT_* = the C++ compiler's id and version.
 function(ptkit_install_kernel_library target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
     "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT;FILE"
-    "OPS;DTYPES;DROPPED")
+    "OPS;DTYPES;DROPPED;ISA;SASS;PTX;GFX;XPU;METAL")
+  set(fn "ptkit_install_kernel_library(${target})")
+  _ptkit_check_arguments("${fn}" BACKEND NAMESPACE OPS DTYPES INSTALL_DIR)
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "${fn}: no target named ${target}: create it first (add_library(${target} "
+                        "MODULE …), or ptkit_add_metal_library for Metal)")
+  endif()
+  if(NOT arg_BACKEND MATCHES "^(cpu|cuda|hip|xpu|metal)$")
+    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of cpu, cuda, hip, xpu, metal")
+  endif()
+  if(arg_AUDIT AND NOT arg_AUDIT MATCHES "^(cuda|hip)$")
+    message(FATAL_ERROR "${fn}: AUDIT ${arg_AUDIT} is not one of cuda, hip")
+  endif()
+  set(dtype_re "^(float32|float16|bfloat16)$")
+  foreach(dtype IN LISTS arg_DTYPES)
+    if(NOT dtype MATCHES "${dtype_re}")
+      message(FATAL_ERROR "${fn}: DTYPES ${dtype} is not one of float32, float16, bfloat16")
+    endif()
+  endforeach()
+  if(NOT arg_VARIANT)
+    set(arg_VARIANT "${arg_BACKEND}")
+  endif()
+  if(NOT arg_PACKAGE)
+    set(arg_PACKAGE "${arg_NAMESPACE}")
+  endif()
+  if(NOT arg_TORCH_TARGET_VERSION)
+    set(arg_TORCH_TARGET_VERSION "${PTKIT_DEFAULT_TORCH_TARGET_VERSION}")
+  endif()
+  if(NOT arg_TOOLKIT_NAME)
+    string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" arg_TOOLKIT_NAME)
+    set(arg_TOOLKIT_VERSION "${CMAKE_CXX_COMPILER_VERSION}")
+  endif()
+  if(NOT arg_TARGETS_JSON)
+    set(arg_TARGETS_JSON "{}")
+    foreach(kind ISA SASS PTX GFX XPU METAL)
+      if(DEFINED arg_${kind} OR kind IN_LIST arg_KEYWORDS_MISSING_VALUES)
+        string(TOLOWER "${kind}" key)
+        _ptkit_json_string_array(list_json ${arg_${kind}})
+        string(JSON arg_TARGETS_JSON SET "${arg_TARGETS_JSON}" "${key}" "${list_json}")
+      endif()
+    endforeach()
+  endif()
 
   if(arg_FILE)
     get_filename_component(library_name "${arg_FILE}" NAME)

@@ -29,9 +29,16 @@ endfunction()
 
 # ptkit_add_metal_library(<name> SOURCES <file.metal>… FILE_VAR <v>)
 # Creates target <name> producing <name>.metallib (xcrun) or <name>.metal (the sources,
-# concatenated); FILE_VAR receives the produced file's path.
+# concatenated); FILE_VAR receives the produced file's path. Needs
+# ptkit_enable_backend(metal) first (it picks the mode).
 function(ptkit_add_metal_library name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "FILE_VAR" "SOURCES")
+  set(fn "ptkit_add_metal_library(${name})")
+  _ptkit_check_arguments("${fn}" SOURCES FILE_VAR)
+  if(NOT PTKIT_METAL_MODE)
+    message(FATAL_ERROR "${fn}: call ptkit_enable_backend(metal) first (it chooses between a "
+                        ".metallib and shipped sources)")
+  endif()
   set(sources "")
   foreach(source IN LISTS arg_SOURCES)
     get_filename_component(source "${source}" ABSOLUTE)

@@ -36,13 +36,22 @@ endif()
 find_library(PTKIT_TORCH_CPU_LIBRARY NAMES torch_cpu PATHS "${PTKIT_TORCH_ROOT}/lib" NO_DEFAULT_PATH REQUIRED)
 message(STATUS "ptkit: torch ${PTKIT_TORCH_VERSION} (headers and libtorch_cpu) at ${PTKIT_TORCH_ROOT}")
 
-# ptkit_target_stable_abi(<target> TORCH_TARGET_VERSION <x.y>)
+# ptkit_target_stable_abi(<target> [TORCH_TARGET_VERSION <x.y>])
 # Headers of torch's stable ABI only (TORCH_STABLE_ONLY rejects the others), linked
-# against libtorch_cpu for the C shim: no libpython, no libtorch_python.
+# against libtorch_cpu for the C shim: no libpython, no libtorch_python. The library
+# loads into any torch >= TORCH_TARGET_VERSION (default PTKIT_DEFAULT_TORCH_TARGET_VERSION).
 function(ptkit_target_stable_abi target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "TORCH_TARGET_VERSION" "")
+  set(fn "ptkit_target_stable_abi(${target})")
+  _ptkit_check_arguments("${fn}")
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
+  endif()
+  if(NOT arg_TORCH_TARGET_VERSION)
+    set(arg_TORCH_TARGET_VERSION "${PTKIT_DEFAULT_TORCH_TARGET_VERSION}")
+  endif()
   if(NOT arg_TORCH_TARGET_VERSION MATCHES "^([0-9]+)\\.([0-9]+)$")
-    message(FATAL_ERROR "ptkit_target_stable_abi(${target}): TORCH_TARGET_VERSION must look like "
+    message(FATAL_ERROR "${fn}: TORCH_TARGET_VERSION must look like "
                         "2.10, got '${arg_TORCH_TARGET_VERSION}'")
   endif()
   # "2.10" -> 0x020a000000000000, the encoding of torch/headeronly/version.h.

@@ -249,6 +249,8 @@ function(ptkit_target_xpu_sources target)
   # RPATH; icpx's major must match torch's (oneAPI 2025.x: libsycl.so.8).
   _ptkit_sycl_library(sycl_library)
   target_link_libraries(${target} PRIVATE "${sycl_library}")
+  # Objects only (a library of SYCL sources alone) give CMake no language to link with.
+  set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
   list(JOIN backend_flags " " shown)
   message(STATUS "ptkit: ${target}: SYCL ${targets_flag} ${shown}; runtime ${sycl_library}")
 endfunction()

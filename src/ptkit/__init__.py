@@ -34,4 +34,4 @@ def _installed_version() -> str:
 
 __version__ = _installed_version()
 
-load_own_libraries(Path(__file__).resolve().parent / "_native")
+load_own_libraries(Path(__file__).resolve().parent / "_native", version=__version__)

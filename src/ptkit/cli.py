@@ -21,8 +21,28 @@ from ptkit_cli import import_ptkit
 __all__ = ["main"]
 
 
+def _print_cmake_dir(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from ptkit.build.cmake_dir import cmake_dir
+
+    try:
+        click.echo(cmake_dir())
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from exc
+    ctx.exit(0)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ptkit")
+@click.option(
+    "--cmake-dir",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_cmake_dir,
+    help="Print the folder of ptkit's CMake package (for -Dptkit_DIR=…) and exit.",
+)
 def main() -> None:
     """Build, ship and load PyTorch extension kernels for every accelerator."""
 
@@ -30,8 +50,23 @@ def main() -> None:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def explain(as_json: bool) -> None:
-    """Which implementation serves each op on each device type, and why."""
+    """Which implementation serves each op on each device type, and why: for ptkit and
+    every installed package that uses it (the ptkit.packages entry-point group)."""
+    import importlib
+
     ptkit = import_ptkit()
+    runtime = ptkit.runtime
+    # Each package's __init__ loads its libraries (load_package is idempotent, so a
+    # package that does not call it is loaded here all the same).
+    problems: dict[str, str] = {}
+    for name, module in runtime.installed_packages().items():
+        if module == "ptkit":
+            continue
+        try:
+            importlib.import_module(module)
+            runtime.load_package(module)
+        except Exception as exc:  # a broken package must not hide the others
+            problems[name] = f"import {module} failed: {type(exc).__name__}: {exc}"
 
     if as_json:
         payload = {
@@ -44,13 +79,22 @@ def explain(as_json: bool) -> None:
                     "reason": d.reason,
                     "details": dict(d.details),
                 }
-                for d in ptkit.runtime.load_decisions()
+                for d in runtime.load_decisions("ptkit")
             ],
-            "routes": [r.to_json() for r in ptkit.runtime.explain()],
+            "routes": [r.to_json() for r in runtime.explain("ptkit")],
+            "packages": [
+                *(
+                    {**p.to_json(), "routes": [r.to_json() for r in runtime.explain(p.name)]}
+                    for p in runtime.package_loads()
+                ),
+                *({"name": name, "error": error} for name, error in problems.items()),
+            ],
         }
         click.echo(json.dumps(payload, indent=2))
     else:
-        click.echo(ptkit.runtime.format_explain())
+        click.echo(runtime.format_explain())
+        for name, error in problems.items():
+            click.echo(f"error: {name}: {error}")
 
 
 @main.command()
@@ -200,6 +244,44 @@ def matrix(check: bool, write: bool, as_json: bool, source: Path) -> None:
     )
     if status:
         sys.exit(status)
+
+
+@main.command()
+@click.argument("name")
+@click.option(
+    "--backends",
+    default="cpu",
+    show_default=True,
+    help="Comma list of backends to write an example op for: cpu, cuda (cpu is always in).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=None,
+    show_default="./NAME",
+    help="Where to write the project (missing or empty).",
+)
+def new(name: str, backends: str, directory: Path | None) -> None:
+    """Write a new extension project NAME that ptkit builds, ships and loads.
+
+    pyproject.toml (scikit-build-core, ptkit), a CMakeLists.txt of a few lines, one
+    example op (NAME::scale_add) per backend with its reference and fake kernel, the
+    recipes, tests, and the cibuildwheel configuration and release workflow generated
+    from the recipes. Nothing is written unless all of it is (exit 1 with the reason).
+    """
+    from ptkit.scaffold import ScaffoldError, create_project
+
+    try:
+        root, files = create_project(name, backends=backends.split(","), directory=directory)
+    except ScaffoldError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"ptkit new: wrote {len(files)} files into {root}:")
+    click.echo("\n".join(f"  {f}" for f in files))
+    click.echo(
+        f"Next: cd {root} && ptkit build --variant cpu && pip install dist/cpu/{name}-*.whl "
+        "&& pytest (or: make test)"
+    )
 
 
 @main.group()

@@ -121,7 +121,7 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
 
 def _check_loading(ptkit: Any) -> list[str]:
     """Summary lines of the load decisions; raises SmokeFailure on a broken install."""
-    decisions = ptkit.runtime.load_decisions()
+    decisions = ptkit.runtime.load_decisions("ptkit")
     lines = []
     problems = []
     cpu_loaded = False
@@ -140,7 +140,7 @@ def _check_loading(ptkit: Any) -> list[str]:
         problems.append("the wheel has no CPU library (libptkit_cpu) with a manifest")
     elif not cpu_loaded:
         problems.append("the CPU library did not load: see its decision above")
-    routes = {r.op: r for r in ptkit.runtime.explain() if r.device_type == "cpu"}
+    routes = {r.op: r for r in ptkit.runtime.explain("ptkit") if r.device_type == "cpu"}
     if cpu_loaded:
         not_native = [op for op, r in sorted(routes.items()) if r.implementation != "native"]
         if not_native:
@@ -191,7 +191,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--expect-version", help="fail unless this ptkit version is the one imported"
     )
+    parser.add_argument(
+        "--package",
+        default="ptkit",
+        help="smoke-test another package built with ptkit (ptkit.package_smoke)",
+    )
     args = parser.parse_args(argv)
+    if args.package != "ptkit":
+        from ptkit.package_smoke import PackageSmokeFailure, run_package_smoke
+
+        try:
+            count = run_package_smoke(args.package, args.expect_version)
+        except PackageSmokeFailure as exc:
+            print(f"{args.package} smoke test FAILED:\n{exc}", file=sys.stderr)
+            return 1
+        print(f"{args.package} smoke test passed: libraries load, {count} op kernels registered")
+        return 0
     try:
         count = run_smoke(args.expect_version)
     except SmokeFailure as exc:

@@ -98,7 +98,7 @@ def test_metal_sources_ship_with_a_manifest_when_there_is_no_metal_compiler(tmp_
     source = REPO / "metal" / "ptkit_kernels.metal"
     (project / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.26)\nproject(ext LANGUAGES CXX)\n"
-        f'set(ptkit_DIR "{REPO / "cmake"}")\nset(PTKIT_PYTHON_TOOLS_DIR "{REPO / "src/ptkit/build"}")\n'
+        f'set(ptkit_DIR "{REPO / "cmake"}")\n'
         "find_package(ptkit CONFIG REQUIRED)\n"
         "ptkit_enable_backend(metal RESULT_VAR have_metal)\n"
         f'ptkit_add_kernel_library(ext_metal BACKEND metal NAMESPACE ext SOURCES "{source}"\n'

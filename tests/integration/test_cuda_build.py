@@ -29,7 +29,10 @@ def test_system_cuda_13_0_cannot_build_sm107_and_says_how_to_fix(tmp_path: Path)
     proc = _configure(REPO, tmp_path, "-DPTKIT_VARIANT=cu13", "-DPTKIT_CUDA_USE_SYSTEM=ON")
     assert proc.returncode != 0
     message = " ".join(proc.stderr.split())
-    assert "ptkit: CUDA target sm_107 needs CUDA >= 13.5; found 13.0" in message
+    assert (
+        "ptkit_add_kernel_library(ptkit_cuda): CUDA target sm_107 needs CUDA >= 13.5; found 13.0"
+        in message
+    )
     assert f"at {SYSTEM_NVCC}" in message
     assert "pip install 'nvidia-cuda-nvcc==13.5.*'" in message
 
@@ -71,7 +74,7 @@ def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Pat
     (project / "kernels.cu").write_text("__global__ void k() {}\n")
     (project / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.26)\nproject(ext LANGUAGES CXX)\n"
-        f'set(ptkit_DIR "{REPO / "cmake"}")\nset(PTKIT_PYTHON_TOOLS_DIR "{REPO / "src/ptkit/build"}")\n'
+        f'set(ptkit_DIR "{REPO / "cmake"}")\n'
         "find_package(ptkit CONFIG REQUIRED)\nptkit_enable_cuda()\n"
         "ptkit_add_kernel_library(ext_cuda BACKEND cuda NAMESPACE ext SOURCES kernels.cu\n"
         "  TARGETS sm_90 compute_90 OPTIONAL_TARGETS sm_107 OPS my_op DTYPES float32 INSTALL_DIR ext/_native)\n"

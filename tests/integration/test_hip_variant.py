@@ -88,7 +88,10 @@ def test_recipe_targets_this_compiler_lacks_fail_the_build_with_the_rocm_version
     proc = cmake_configure(REPO, tmp_path, "-DPTKIT_VARIANT=rocm7.14")
     assert proc.returncode != 0
     message = " ".join(proc.stderr.split())
-    assert "ptkit: HIP target gfx942 needs ROCm >= 6.0; found HIP 5.2" in message
+    assert (
+        "ptkit_add_kernel_library(ptkit_hip): HIP target gfx942 needs ROCm >= 6.0; found HIP 5.2"
+        in message
+    )
     assert "invalid target ID 'gfx942'" in message
     assert "PTKIT_HIP_TARGETS" in message
     report = json.loads((tmp_path / "ptkit-build-report.json").read_text())

@@ -14,7 +14,10 @@ recipes this module derives:
 - ``recipes/recipe.schema.json``: the recipes' JSON schema (``recipes.json_schema()``).
 
 ``ptkit matrix --write`` writes them and ``ptkit matrix --check`` fails, naming each
-file, while one differs from what the recipes generate. They are committed so that a
+file, while one differs from what the recipes generate. Another project built with ptkit
+(``ptkit new``) gets the same files from its own recipes, for its own distribution (the
+name in its ``pyproject.toml``); only the index job differs: it installs ptkit's command
+line from the package index instead of running it from ``src/``. They are committed so that a
 recipe change shows its effect in review and CI needs no ptkit to read them.
 """
 
@@ -25,11 +28,17 @@ import difflib
 import json
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ptkit._version import BASE_VERSION
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 from ptkit.build.recipes import (
     PLATFORMS,
     Recipe,
@@ -174,6 +183,10 @@ class Job:
 class Plan:
     recipes: tuple[Recipe, ...]
     jobs: tuple[Job, ...]
+    project: str = "ptkit"
+    """The distribution the wheels are of (``[project] name`` in pyproject.toml)."""
+    version: str = BASE_VERSION
+    """Its version without the local label (another project's ``base-version``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +216,21 @@ def _missing_release(recipe: Recipe, repo: Path) -> list[str]:
     ]
 
 
+def _project(repo: Path) -> tuple[str, str]:
+    """(distribution, base version) from ``repo/pyproject.toml``: ptkit's own, or another
+    project's name and the ``base-version`` of ptkit's version provider."""
+    path = repo / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"ptkit matrix: {path} is not valid TOML: {exc}") from exc
+    name = str(data.get("project", {}).get("name", "ptkit"))
+    if name == "ptkit":
+        return name, BASE_VERSION
+    version = data.get("tool", {}).get("scikit-build", {}).get("metadata", {}).get("version", {})
+    return name, str(version.get("base-version", "0.0.0"))
+
+
 def load_plan(repo: Path) -> Plan:
     """Every recipe in ``repo/recipes`` and its jobs; ``MatrixError`` lists all problems."""
     recipes_dir = repo / "recipes"
@@ -224,20 +252,30 @@ def load_plan(repo: Path) -> Plan:
         recipes.append(recipe)
     if problems:
         raise MatrixError("ptkit matrix: invalid recipes:\n  " + "\n  ".join(problems))
-    jobs = tuple(_job(recipe, PLATFORM_SPECS[p]) for recipe in recipes for p in _platforms(recipe))
-    return Plan(recipes=tuple(recipes), jobs=jobs)
+    project, version = _project(repo)
+    jobs = tuple(
+        _job(recipe, PLATFORM_SPECS[p], project, version)
+        for recipe in recipes
+        for p in _platforms(recipe)
+    )
+    return Plan(recipes=tuple(recipes), jobs=jobs, project=project, version=version)
 
 
 def _platforms(recipe: Recipe) -> tuple[str, ...]:
     return recipe.release.platforms if recipe.release else ()
 
 
-def _job(recipe: Recipe, spec: PlatformSpec) -> Job:
-    version = f"{BASE_VERSION}+{recipe.local_version}"
+def _job(
+    recipe: Recipe,
+    spec: PlatformSpec,
+    project: str = "ptkit",
+    base_version: str = BASE_VERSION,
+) -> Job:
+    version = f"{base_version}+{recipe.local_version}"
     return Job(
         variant=recipe.name,
         platform=spec,
-        wheel=f"ptkit-{version}-py3-none-{spec.wheel_tag}.whl",
+        wheel=f"{re.sub(r'[-_.]+', '_', project)}-{version}-py3-none-{spec.wheel_tag}.whl",
         identifiers=tuple(f"{python}-{spec.identifier}" for python in PYTHONS),
     )
 
@@ -246,7 +284,7 @@ def format_plan(plan: Plan) -> str:
     """The plan for a person: per (variant, platform), the one build and every test."""
     tests = sum(len(job.identifiers) for job in plan.jobs)
     lines = [
-        f"ptkit release plan: {len(plan.recipes)} variants, {len(plan.jobs)} wheels "
+        f"{plan.project} release plan: {len(plan.recipes)} variants, {len(plan.jobs)} wheels "
         f"(one py3-none wheel per variant x platform), {tests} test runs",
         "Each wheel is built once, with the first CPython; cibuildwheel then reuses it for each",
         "later CPython (find_compatible_wheel: a py3-none wheel fits any CPython 3 of its",
@@ -310,10 +348,11 @@ def _toml_table(header: str, entries: list[list[str]]) -> list[str]:
     return ["", f"[{header}]", *(line for entry in entries for line in entry)]
 
 
-def _header(source: str, about: list[str]) -> list[str]:
+def _header(source: str, about: list[str], project: str = "ptkit") -> list[str]:
+    generator = "src/ptkit/build/matrix.py" if project == "ptkit" else "ptkit.build.matrix"
     return [
         f"# Generated by `ptkit matrix --write` from {source}: do not edit. Change the recipe",
-        "# (or src/ptkit/build/matrix.py) and run `ptkit matrix --write`; `ptkit matrix --check`",
+        f"# (or {generator}) and run `ptkit matrix --write`; `ptkit matrix --check`",
         "# fails while this file differs from what the recipes generate.",
         "#",
         *(f"# {line}".rstrip() for line in about),
@@ -487,7 +526,7 @@ def _os_section(recipe: Recipe, os_name: str) -> list[str]:
     return lines
 
 
-def cibuildwheel_toml(recipe: Recipe) -> str:
+def cibuildwheel_toml(recipe: Recipe, project: str = "ptkit") -> str:
     """``ci/cibuildwheel/<variant>.toml``: cibuildwheel's settings for one variant."""
     specs = [PLATFORM_SPECS[p] for p in _platforms(recipe)]
     identifiers = [f"{python}-{spec.identifier}" for spec in specs for python in PYTHONS]
@@ -509,6 +548,7 @@ def cibuildwheel_toml(recipe: Recipe) -> str:
             "reuses it for the later ones (find_compatible_wheel, cibuildwheel/util/packaging.py)",
             "and runs the test command on each.",
         ],
+        project,
     )
     global_entries = [
         _toml_entry(
@@ -567,7 +607,18 @@ def workflow_yaml(plan: Plan) -> str:
             "once and tests it on CPython 3.10-3.15 and 3.15t (ci/cibuildwheel/<variant>.toml);",
             "then one job builds the package index from all the wheels.",
         ],
+        plan.project,
     )
+    if plan.project == "ptkit":
+        index_install = "python -m pip install click packaging variantlib==0.2.2"
+        index_command = "PYTHONPATH=src python -m ptkit_cli"
+    else:
+        # ptkit's command line without torch (ptkit_cli defers it): no 4 GB download.
+        index_install = (
+            f"python -m pip install --no-deps 'ptkit>={BASE_VERSION}' && python -m pip install "
+            "click packaging 'tomli>=2; python_version<\"3.11\"' variantlib==0.2.2"
+        )
+        index_command = "python -m ptkit_cli"
     body = f"""name: release
 
 on:
@@ -636,8 +687,8 @@ jobs:
         # Each variant's folder is a link to its newest generation: the published copy
         # (public/) holds the linked folders themselves.
         run: |
-          python -m pip install click packaging variantlib==0.2.2
-          PYTHONPATH=src python -m ptkit_cli index build dist/*/*.whl --out site/ --variant-metadata
+          {index_install}
+          {index_command} index build dist/*/*.whl --out site/ --variant-metadata
           mkdir public && cp site/index.html public/ && for v in site/*/; do cp -rL "$v" public/; done
       - uses: actions/upload-artifact@v4
         with:
@@ -655,7 +706,7 @@ def generate(plan: Plan) -> dict[Path, str]:
     """Every generated file (path relative to the project root) and its text."""
     files = {SCHEMA_FILE: schema_text()}
     for recipe in plan.recipes:
-        files[CIBW_DIR / f"{recipe.name}.toml"] = cibuildwheel_toml(recipe)
+        files[CIBW_DIR / f"{recipe.name}.toml"] = cibuildwheel_toml(recipe, plan.project)
     files[WORKFLOW_FILE] = workflow_yaml(plan)
     return files
 

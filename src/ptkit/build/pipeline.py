@@ -16,8 +16,13 @@ Five stages, each printed as ``[i/5] <stage> …`` with its duration:
 3. **audit**: :mod:`ptkit.build.wheel_audit` (tags, links, stable ABI, manylinux
    symbol versions, manifests' sha256, GPU code against the manifests);
 4. **smoke**: a fresh environment that sees this one's torch through a ``.pth`` file,
-   the wheel installed with ``--no-deps``, ``python -m ptkit.smoke`` run there;
+   the wheel installed with ``--no-deps``, ``python -m ptkit.smoke`` run there (for
+   another project's wheel, ``python -m ptkit.smoke --package <its package>``);
 5. **dist**: the wheel moved into ``dist/<variant>/`` atomically.
+
+Any project built with ptkit's CMake package goes through the same stages (``ptkit
+build --source <project>``): the wheel's own package (the folder holding ``_native/``)
+is the one installed, audited and smoke-tested.
 
 Everything happens in a scratch folder (``<build root>/pipeline-<variant>``); ``dist/``
 is touched only by the last stage, so it never holds a partial or failed build. A
@@ -48,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -76,6 +82,7 @@ __all__ = [
     "run_pipeline",
     "smoke_test",
     "source_date_epoch",
+    "wheel_package",
 ]
 
 REPORT_FILE = "ptkit-build-report.json"
@@ -477,7 +484,7 @@ def build_wheel(
     rows = read_report(build_dir)
     if rows:
         echo(f"      build report ({variant}):\n{format_report(rows)}")
-    wheels = sorted(out_dir.glob("ptkit-*.whl"))
+    wheels = sorted(out_dir.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
         failed = [r for r in rows if r.status == "failed"]
@@ -674,13 +681,33 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def wheel_package(wheel: Path) -> str:
+    """The import package a wheel ships its native libraries in: the top-level folder
+    holding ``_native/*.manifest.json`` (``ptkit`` for ptkit's wheels), else the
+    distribution's name with ``_`` for ``-``."""
+    from packaging.utils import parse_wheel_filename
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = sorted(
+        {n.split("/", 1)[0] for n in names if re.match(r"^[^/]+/_native/[^/]+\.manifest\.json$", n)}
+    )
+    if len(tops) == 1:
+        return tops[0]
+    return str(parse_wheel_filename(wheel.name)[0]).replace("-", "_")
+
+
 def smoke_test(
     wheel: Path, *, variant: str, venv_dir: Path, base_python: Path | str = sys.executable
 ) -> str:
-    """Stage 4: install ``wheel`` into a fresh venv and run ``python -m ptkit.smoke`` there."""
+    """Stage 4: install ``wheel`` into a fresh venv and run ``python -m ptkit.smoke`` there
+    (``--package <package>`` for another project's wheel)."""
     from packaging.utils import parse_wheel_filename
 
-    fix = "run `python -m ptkit.smoke` after installing the wheel to see it again"
+    package = wheel_package(wheel)
+    smoke = ["-m", "ptkit.smoke"] + ([] if package == "ptkit" else ["--package", package])
+    shown = " ".join(["python", *smoke])
+    fix = f"run `{shown}` after installing the wheel to see it again"
     shutil.rmtree(venv_dir, ignore_errors=True)
     try:
         python = fresh_venv(venv_dir, base_python)
@@ -699,13 +726,13 @@ def smoke_test(
         env,
         "the wheel does not install: check its METADATA and tags",
     )  # fmt: skip
-    if not Path(_purelib(python), "ptkit", "__init__.py").is_file():
+    if not Path(_purelib(python), package, "__init__.py").is_file():
         raise BuildError(
-            "smoke", variant, f"pip did not install ptkit into {venv_dir}", "check pip's output"
+            "smoke", variant, f"pip did not install {package} into {venv_dir}", "check pip's output"
         )
     version = str(parse_wheel_filename(wheel.name)[1])
     proc = subprocess.run(
-        [str(python), "-m", "ptkit.smoke", "--expect-version", version],
+        [str(python), *smoke, "--expect-version", version],
         env=env,
         cwd=venv_dir,
         capture_output=True,
@@ -717,7 +744,7 @@ def smoke_test(
         raise BuildError(
             "smoke",
             variant,
-            "python -m ptkit.smoke failed in a fresh environment",
+            f"{shown} failed in a fresh environment",
             "the load decisions and checks above say what; `ptkit explain` after installing "
             "the wheel shows the loader's reasons",
             details=(proc.stdout + proc.stderr).strip(),
@@ -731,9 +758,9 @@ def smoke_test(
 def publish(wheel: Path, *, dist: Path, variant: str) -> Path:
     """Stage 5: move ``wheel`` into ``dist/<variant>/``; readers see all of it or none.
 
-    Copied next to its final name first (a dot file no ``ptkit-*.whl`` glob matches),
+    Copied next to its final name first (a dot file no ``*.whl`` glob matches),
     then renamed, even when dist/ is on another file system; older wheels of the
-    variant are removed only after the new one is in place.
+    variant (of the same distribution) are removed only after the new one is in place.
     """
     target = dist / variant
     target.mkdir(parents=True, exist_ok=True)
@@ -741,7 +768,7 @@ def publish(wheel: Path, *, dist: Path, variant: str) -> Path:
     partial = target / f".{wheel.name}.part"
     shutil.copyfile(wheel, partial)
     os.replace(partial, final)
-    for old in target.glob("ptkit-*.whl"):
+    for old in target.glob(f"{wheel.name.split('-', 1)[0]}-*.whl"):
         if old.name != final.name:
             old.unlink()
     return final

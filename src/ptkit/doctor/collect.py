@@ -128,7 +128,7 @@ def collect_facts(
         second = [
             _Probe(
                 "packages",
-                lambda: probe_packages(torch=torch, machine=machine, environ=env),
+                lambda: probe_packages(torch=torch, machine=machine, environ=env, paths=paths),
             ).start(),
             _Probe("profile", lambda: probe_profile(torch, machine, paths=paths)).start(),
         ]

@@ -60,7 +60,12 @@ try:
     import ptkit
     import ptkit.ops
     out["gil_enabled"] = gil()
-    routes = {(r.op, r.device_type): r.implementation for r in ptkit.runtime.explain()}
+    # ptkit's own ops (other packages' routes carry their namespace)
+    routes = {
+        (r.op, r.device_type): r.implementation
+        for r in ptkit.runtime.explain()
+        if getattr(r, "namespace", "ptkit") == "ptkit"
+    }
     devices = ["cpu"]
     if torch.cuda.is_available():
         devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]

@@ -32,9 +32,12 @@ class OpRoute:
 
     op: str
     device_type: str
-    implementation: str  # "native" or "reference"
+    # "native" or "reference"; "missing": nothing serves another package's op (no
+    # library loaded and no reference registered)
+    implementation: str
     library: str | None
     reason: str
+    namespace: str = "ptkit"  # the op's torch.ops namespace (a package's manifests say it)
 
     def to_json(self) -> dict[str, str | None]:
         return dataclasses.asdict(self)
@@ -105,16 +108,16 @@ def routes(
                 fallback = (fallbacks or {}).get(device_type)
                 if fallback:
                     library = loaded[0].library if loaded else None
-                    rows.append(OpRoute(op, device_type, "reference", library, fallback))
+                    rows.append(OpRoute(op, device_type, "reference", library, fallback, namespace))
                 elif loaded:
                     d = loaded[0]
                     assert d.manifest is not None
                     dtypes = ", ".join(d.manifest.ops[op])
                     reason = f"{d.library} loaded: {d.reason}{_details(d)}; dtypes {dtypes}"
-                    rows.append(OpRoute(op, device_type, "native", d.library, reason))
+                    rows.append(OpRoute(op, device_type, "native", d.library, reason, namespace))
                 else:
                     reason = f"a {key} kernel registered outside ptkit's loader"
-                    rows.append(OpRoute(op, device_type, "native", None, reason))
+                    rows.append(OpRoute(op, device_type, "native", None, reason, namespace))
                 continue
             rows.append(
                 OpRoute(
@@ -123,6 +126,7 @@ def routes(
                     "reference",
                     None,
                     _why_reference(op, relevant, loaded, switches, backends, decisions),
+                    namespace,
                 )
             )
     return rows
@@ -158,9 +162,18 @@ def _why_reference(
 
 
 def format_routes(rows: Sequence[OpRoute]) -> str:
-    """A plain-text table, one row per (op, device type)."""
+    """A plain-text table, one row per (op, device type); ops of namespaces other than
+    ``ptkit`` are qualified (``mypkg::my_op``)."""
     header = ("op", "device", "implementation", "why")
-    table = [header] + [(r.op, r.device_type, r.implementation, r.reason) for r in rows]
+    table = [header] + [
+        (
+            r.op if r.namespace == "ptkit" else f"{r.namespace}::{r.op}",
+            r.device_type,
+            r.implementation,
+            r.reason,
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(3)]
     lines = []
     for row in table:

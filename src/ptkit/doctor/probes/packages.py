@@ -8,14 +8,14 @@ backend and devices, stable ABI, file integrity) and ``ptkit.runtime.routing.rou
 with the dispatcher's answer predicted from those decisions. Nothing is loaded and torch
 is not imported. ``LoadStatus.LOADED`` here means "would load".
 
-For now the package is ptkit itself; ``probe_packages(packages=…)`` takes any
-``name -> package folder`` map, so other packages that ship manifests (the
-``ptkit.packages`` entry-point group, later) come in the same way.
+The packages are ptkit and every package of the ``ptkit.packages`` entry-point group
+(``ptkit.runtime.packages.discover_packages``: the ``*.dist-info/entry_points.txt`` files
+on the path, read directly, about 2 ms), each located without importing it;
+``probe_packages(packages=…)`` takes any ``name -> package folder`` map instead.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 import re
 from collections.abc import Mapping, Sequence
@@ -32,6 +32,12 @@ from ptkit.runtime.loader import (
     machine_platform,
 )
 from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
+from ptkit.runtime.packages import (
+    NATIVE_FOLDER,
+    discover_packages,
+    locate_package,
+    unsupported_reason,
+)
 from ptkit.runtime.routing import predicted_has_kernel, routes
 from ptkit.runtime.switches import RuntimeSwitches
 
@@ -43,9 +49,6 @@ __all__ = [
     "probe_packages",
     "torch_facts_from",
 ]
-
-# Where a package keeps its native libraries and their manifests (ptkit/_native/).
-NATIVE_FOLDER = "_native"
 
 
 def _macos_major() -> int | None:
@@ -157,17 +160,6 @@ def library_facts(decision: LoadDecision) -> LibraryFacts:
     )
 
 
-def locate_package(name: str) -> Path | None:
-    """A package's folder without running its ``__init__`` (``ptkit``'s imports torch)."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def _package_version(name: str, location: Path) -> tuple[str, str | None]:
     """The installed version (the dist-info beside the package), else the source tree's
     ``_version.py``; and the local label (``+cu13``) when there is one."""
@@ -196,8 +188,10 @@ def probe_package(
     machine: Machine | None,
     switches: RuntimeSwitches,
     this_platform: str,
+    version: str | None = None,
 ) -> PackageFacts:
-    """One package: each manifest in ``<location>/_native`` and the loader's verdict."""
+    """One package: each manifest in ``<location>/_native`` and the loader's verdict.
+    ``version``: the installed distribution's (else read beside the package)."""
     decisions: list[LoadDecision] = []
     manifests: list[Manifest] = []
     predicted = torch_facts_from(torch, machine)
@@ -224,6 +218,10 @@ def probe_package(
             )
             continue
         facts, notes = predicted
+        unsupported = unsupported_reason(name, manifest)
+        if unsupported is not None:
+            decisions.append(LoadDecision(path, LoadStatus.SKIPPED, unsupported, manifest))
+            continue
         decision = decide_without_loading(manifest, facts, switches, this_platform)
         if notes and manifest.backend in ("cuda", "hip"):
             decision = LoadDecision(
@@ -237,20 +235,29 @@ def probe_package(
     route_rows: list[RouteFacts] = []
     if predicted is not None and manifests:
         facts = predicted[0]
-        ops = list(dict.fromkeys(op for m in manifests for op in m.ops))
-        namespace = manifests[0].namespace
-        for row in routes(
-            ops,
-            namespace,
-            decisions,
-            facts,
-            switches,
-            has_kernel=predicted_has_kernel(namespace, decisions),
-        ):
-            route_rows.append(
-                RouteFacts(row.op, row.device_type, row.implementation, row.library, row.reason)
+        # Per namespace (a package normally has one), as explain() does.
+        for namespace in dict.fromkeys(m.namespace for m in manifests):
+            ops = list(
+                dict.fromkeys(op for m in manifests if m.namespace == namespace for op in m.ops)
             )
-    version, label = _package_version(name, location)
+            in_namespace = [
+                d for d in decisions if d.manifest is None or d.manifest.namespace == namespace
+            ]
+            for row in routes(
+                ops,
+                namespace,
+                in_namespace,
+                facts,
+                switches,
+                has_kernel=predicted_has_kernel(namespace, in_namespace),
+            ):
+                route_rows.append(
+                    RouteFacts(row.op, row.device_type, row.implementation, row.library, row.reason)
+                )
+    if version is None:
+        version, label = _package_version(name, location)
+    else:
+        label = version.partition("+")[2] or None
     variants = sorted({m.variant for m in manifests})
     variant = variants[0] if len(variants) == 1 else label
     return PackageFacts(
@@ -269,16 +276,26 @@ def probe_packages(
     machine: Machine | None,
     environ: Mapping[str, str] | None = None,
     packages: Mapping[str, Path] | None = None,
-    names: Sequence[str] = ("ptkit",),
+    names: Sequence[str] | None = None,
+    paths: Sequence[str] | None = None,
 ) -> tuple[PackageFacts, ...]:
     """Every package that ships ptkit manifests: ``packages`` (name -> folder), else each
-    of ``names`` found on the path without importing it."""
+    of ``names`` found on the path without importing it, else ptkit and every package of
+    the ``ptkit.packages`` entry-point group on ``paths`` (default ``sys.path``). A
+    declared package that cannot be found is left out."""
     switches = RuntimeSwitches.from_environ(environ)
     this_platform = (
         f"{machine.system}-{machine.machine}".lower() if machine is not None else machine_platform()
     )
+    versions: dict[str, str] = {}
     if packages is None:
-        found = {n: locate_package(n) for n in names}
+        if names is None:
+            entries = discover_packages(paths)
+            versions = {e.module: e.version for e in entries}
+            modules = list(dict.fromkeys(["ptkit", *(e.module for e in entries)]))
+        else:
+            modules = list(names)
+        found = {n: locate_package(n) for n in modules}
         packages = {n: p for n, p in found.items() if p is not None}
     return tuple(
         probe_package(
@@ -288,6 +305,7 @@ def probe_packages(
             machine=machine,
             switches=switches,
             this_platform=this_platform,
+            version=versions.get(name),
         )
         for name, location in packages.items()
     )
