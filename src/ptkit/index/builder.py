@@ -48,9 +48,9 @@ from ptkit.index.wheels import (
     IndexBuildError,
     IndexedWheel,
     inspect_wheel,
-    sha256_of,
     valid_variant_name,
 )
+from ptkit.runtime.manifest import file_sha256
 
 __all__ = ["VariantIndex", "build_index"]
 
@@ -317,7 +317,7 @@ def _add_variant_files(
         if plain is not None:
             _place(files_dir / f"{plain.filename}.metadata", files_dir / f"{path.name}.metadata")
         old = plan.existing.get(path.name)
-        digest = sha256_of(path)
+        digest = file_sha256(path)
         same = old is not None and old["hashes"]["sha256"] == digest
         pages.setdefault(project, []).append(
             IndexFile(

@@ -26,7 +26,9 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-__all__ = ["IndexBuildError", "IndexedWheel", "inspect_wheel", "sha256_of", "valid_variant_name"]
+from ptkit.runtime.manifest import file_sha256
+
+__all__ = ["IndexBuildError", "IndexedWheel", "inspect_wheel", "valid_variant_name"]
 
 # A variant or index path becomes a folder name and a URL segment.
 _VARIANT = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
@@ -38,14 +40,6 @@ class IndexBuildError(ValueError):
 
 def valid_variant_name(name: str) -> bool:
     return bool(_VARIANT.match(name)) and ".." not in name
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +184,7 @@ def inspect_wheel(path: Path) -> IndexedWheel:
         tags=frozenset(tags),
         requires_python=headers.get("Requires-Python"),
         metadata=metadata,
-        sha256=sha256_of(path),
+        sha256=file_sha256(path),
         size=path.stat().st_size,
         variant=variant,
         variant_source=source,

@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import enum
-import hashlib
 import logging
 import platform
 import re
@@ -38,7 +37,13 @@ from pathlib import Path
 from ptkit.runtime.cuda_targets import cuda_coverage
 from ptkit.runtime.elf_check import elf_problem
 from ptkit.runtime.hip_targets import hip_coverage
-from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
+from ptkit.runtime.manifest import (
+    Manifest,
+    ManifestError,
+    file_sha256,
+    find_manifests,
+    read_manifest,
+)
 from ptkit.runtime.switches import RuntimeSwitches
 from ptkit.runtime.xpu_targets import xpu_coverage
 
@@ -326,20 +331,12 @@ def _load(manifest: Manifest) -> None:
     _load_library(str(manifest.library_path))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _integrity_problem(manifest: Manifest) -> str | None:
     """Rule 5."""
     path = manifest.library_path
     if not path.is_file():
         return f"library file {path.name} is missing next to its manifest; reinstall the package"
-    actual = _sha256(path)
+    actual = file_sha256(path)
     if actual != manifest.sha256:
         return (
             f"{path.name} does not match its manifest (sha256 {actual[:12]}…, expected "

@@ -8,12 +8,20 @@ the test suite checks the two agree).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MANIFEST_SUFFIX", "Manifest", "ManifestError", "find_manifests", "read_manifest"]
+__all__ = [
+    "MANIFEST_SUFFIX",
+    "Manifest",
+    "ManifestError",
+    "file_sha256",
+    "find_manifests",
+    "read_manifest",
+]
 
 MANIFEST_SUFFIX = ".manifest.json"
 SCHEMA_VERSION = 1
@@ -157,3 +165,12 @@ def find_manifests(native_dir: Path) -> list[Path]:
     if not native_dir.is_dir():
         return []
     return sorted(native_dir.glob(f"*{MANIFEST_SUFFIX}"))
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks (libraries and wheels can be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

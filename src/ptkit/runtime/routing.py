@@ -145,6 +145,16 @@ def _why_reference(
     not_loaded = [d for d in relevant if d.status is not LoadStatus.LOADED]
     if not_loaded:
         return "; ".join(f"{d.library} {d.status.value}: {d.reason}" for d in not_loaded)
+    # This backend's library loaded but was built without the op (another package's
+    # library, or an older build): say so rather than "no library".
+    without_op = [d for d in relevant if d.manifest is not None]
+    if without_op:
+        return "; ".join(
+            f"{d.library} is loaded but was built without {op} "
+            f"(its manifest lists {', '.join(sorted(d.manifest.ops)) or 'no ops'})"
+            for d in without_op
+            if d.manifest is not None
+        )
     # A manifest that could not be read names no backend: it may be this device's.
     unreadable = [d for d in decisions_all if d.manifest is None]
     if unreadable:
