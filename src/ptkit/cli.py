@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -31,6 +31,30 @@ def _print_cmake_dir(ctx: click.Context, _param: click.Parameter, value: bool) -
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
     ctx.exit(0)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _machine_probe_options(command: F) -> F:
+    """``--root`` and ``--timeout``, the same for every command that probes the machine
+    (``select``, ``doctor``): ``ptkit.hardware.detect``'s two parameters."""
+    command = click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0.1),
+        default=3.0,
+        show_default=True,
+        help="Seconds each probe (nvidia-smi, NVML, a subprocess) may take.",
+    )(command)
+    return click.option(
+        "--root",
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        default=Path("/"),
+        show_default=True,
+        help="Read /proc and /sys under this folder (a recorded machine tree); NVML is asked "
+        "only for /, nvidia-smi is the one on PATH (put a recorded one first).",
+    )(command)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -387,22 +411,7 @@ def index_serve(root: Path, host: str, port: int) -> None:
     "Env: PTKIT_INDEX_URL.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema_version 1).")
-@click.option(
-    "--root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=Path("/"),
-    show_default=True,
-    help="Read /proc and /sys under this folder (a recorded machine); commands and NVML "
-    "are not run unless it is /.",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0.1),
-    default=3.0,
-    show_default=True,
-    help="Seconds each probe command (nvidia-smi) may take.",
-)
+@_machine_probe_options
 def select_command(index_url: str | None, as_json: bool, root: Path, timeout_s: float) -> None:
     """Which variant fits this machine, and the pip and uv commands that install it.
 
@@ -414,7 +423,7 @@ def select_command(index_url: str | None, as_json: bool, root: Path, timeout_s: 
     from ptkit.selection import SelectionError, render_text, select
 
     try:
-        result = select(root, index_url=index_url, commands=root == Path("/"), timeout_s=timeout_s)
+        result = select(root, index_url=index_url, timeout_s=timeout_s)
     except SelectionError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
@@ -500,21 +509,7 @@ def _list_checks() -> str:
     metavar="ID",
     help="Do not run these checks (IDs or names; repeat or comma-separate).",
 )
-@click.option(
-    "--root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=Path("/"),
-    show_default=True,
-    help="Read /proc and /sys under this folder (a recorded machine tree).",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0.1),
-    default=3.0,
-    show_default=True,
-    help="Seconds each probe (nvidia-smi, NVML, a subprocess) may take.",
-)
+@_machine_probe_options
 @click.option(
     "--smoke-timeout",
     "smoke_timeout_s",

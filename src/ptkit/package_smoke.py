@@ -18,10 +18,11 @@ and ptkit only.
 from __future__ import annotations
 
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["PackageSmokeFailure", "run_package_smoke"]
+__all__ = ["PackageSmokeFailure", "check_loading", "run_package_smoke"]
 
 # The dispatch key each backend's library registers its kernels under.
 _DISPATCH_KEY = {"cpu": "CPU", "cuda": "CUDA", "hip": "CUDA", "xpu": "XPU"}
@@ -52,6 +53,56 @@ def _has_kernel(qualified: str, key: str) -> bool:
         return False
 
 
+def check_loading(
+    runtime: Any, name: str, decisions: Sequence[Any], native_dir: Path
+) -> tuple[list[str], list[str], int]:
+    """The load checks both smoke tests run (ptkit's and another package's): one summary
+    line per decision and per registered kernel, the problems found, and the number of
+    op kernels checked."""
+    lines: list[str] = []
+    problems: list[str] = []
+    checked = 0
+    for d in decisions:
+        details = ", ".join(f"{k}={v}" for k, v in d.details)
+        lines.append(
+            f"  {d.library:<26} {d.status.value:<8} {d.reason}{f' ({details})' if details else ''}"
+        )
+        if d.status.value == "failed":
+            problems.append(f"{d.library} FAILED to load: {d.reason}")
+        elif d.status.value == "skipped" and not d.reason.strip():
+            problems.append(f"{d.library} was skipped without a reason")
+        key = _DISPATCH_KEY.get(d.backend or "")
+        if d.status.value != "loaded" or d.manifest is None or key is None:
+            continue
+        for op in sorted(d.manifest.ops):
+            qualified = f"{d.manifest.namespace}::{op}"
+            checked += 1
+            if _has_kernel(qualified, key):
+                lines.append(f"  {qualified:<26} {key} kernel registered")
+            else:
+                problems.append(
+                    f"{d.library} loaded but registered no {key} kernel for {qualified}: its "
+                    "manifest's OPS and its STABLE_TORCH_LIBRARY_IMPL disagree"
+                )
+    cpu = [d for d in decisions if d.backend == "cpu"]
+    if not cpu:
+        problems.append(
+            f"the wheel has no CPU library with a manifest in {native_dir}: add "
+            "ptkit_add_kernel_library(... BACKEND cpu ...) to CMakeLists.txt"
+        )
+    elif not any(d.status.value == "loaded" for d in cpu):
+        problems.append("the CPU library did not load: see its decision above")
+    else:
+        slow = sorted(
+            r.op
+            for r in runtime.explain(name)
+            if r.device_type == "cpu" and r.implementation != "native"
+        )
+        if slow:
+            problems.append(f"the CPU library loaded but {', '.join(slow)} do not run it on CPU")
+    return lines, problems, checked
+
+
 def run_package_smoke(
     name: str, expect_version: str | None = None, echo: Callable[[str], None] = print
 ) -> int:
@@ -77,47 +128,7 @@ def run_package_smoke(
             f"{name} {load.version} was imported, not {expect_version}: another copy shadows "
             "the one under test"
         )
-    lines: list[str] = []
-    problems: list[str] = []
-    checked = 0
-    for d in load.decisions:
-        details = ", ".join(f"{k}={v}" for k, v in d.details)
-        lines.append(
-            f"  {d.library:<26} {d.status.value:<8} {d.reason}{f' ({details})' if details else ''}"
-        )
-        if d.status.value == "failed":
-            problems.append(f"{d.library} FAILED to load: {d.reason}")
-        elif d.status.value == "skipped" and not d.reason.strip():
-            problems.append(f"{d.library} was skipped without a reason")
-        key = _DISPATCH_KEY.get(d.backend or "")
-        if d.status.value != "loaded" or d.manifest is None or key is None:
-            continue
-        for op in sorted(d.manifest.ops):
-            qualified = f"{d.manifest.namespace}::{op}"
-            checked += 1
-            if _has_kernel(qualified, key):
-                lines.append(f"  {qualified:<26} {key} kernel registered")
-            else:
-                problems.append(
-                    f"{d.library} loaded but registered no {key} kernel for {qualified}: its "
-                    "manifest's OPS and its STABLE_TORCH_LIBRARY_IMPL disagree"
-                )
-    cpu = [d for d in load.decisions if d.backend == "cpu"]
-    if not cpu:
-        problems.append(
-            f"the wheel has no CPU library with a manifest in {load.native_dir}: add "
-            "ptkit_add_kernel_library(... BACKEND cpu ...) to CMakeLists.txt"
-        )
-    elif not any(d.status.value == "loaded" for d in cpu):
-        problems.append("the CPU library did not load: see its decision above")
-    else:
-        slow = sorted(
-            r.op
-            for r in runtime.explain(name)
-            if r.device_type == "cpu" and r.implementation != "native"
-        )
-        if slow:
-            problems.append(f"the CPU library loaded but {', '.join(slow)} do not run it on CPU")
+    lines, problems, checked = check_loading(runtime, name, load.decisions, load.native_dir)
     if problems:
         raise PackageSmokeFailure("\n".join(lines + [f"FAILED: {p}" for p in problems]))
     for line in lines:

@@ -30,12 +30,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ptkit.build.recipes import Recipe, RecipeError, load_recipe
+from ptkit.build.recipes import Recipe, RecipeError, load_recipes
 from ptkit.hardware.detect import detect
 from ptkit.hardware.facts import AmdGpu, AppleGpu, IntelGpu, Machine, NvidiaGpu, PlatformFacts
 from ptkit.hardware.nvidia import min_driver_branch
 from ptkit.runtime.cuda_targets import cuda_coverage
 from ptkit.runtime.hip_targets import hip_coverage
+from ptkit.runtime.manifest import version_pair
 from ptkit.runtime.xpu_targets import xpu_coverage
 
 __all__ = [
@@ -81,13 +82,13 @@ def recipes_dir() -> Path:
 def load_all_recipes(directory: Path) -> dict[str, Recipe]:
     """Every ``<variant>.toml`` in ``directory``, by name; a broken one raises
     ``RecipeError`` (a packaging bug, never something to guess around)."""
-    names = sorted(p.stem for p in directory.glob("*.toml"))
-    if not names:
+    recipes = load_recipes(directory)
+    if not recipes:
         raise SelectionError(
             f"ptkit select: no recipes in {directory} (expected <variant>.toml files); "
             "reinstall ptkit, or run from a source checkout that has recipes/"
         )
-    return {name: load_recipe(name, directory) for name in names}
+    return recipes
 
 
 def wheel_platform(system: str, machine: str) -> str | None:
@@ -185,13 +186,8 @@ class Selection:
 # --- coverage, per backend ----------------------------------------------------------
 
 
-def _version_pair(text: str) -> tuple[int, int] | None:
-    match = re.match(r"^(\d+)\.(\d+)", text)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
 def _driver_problem(recipe: Recipe, machine: Machine) -> str | None:
-    toolkit = _version_pair(recipe.toolkit.version)
+    toolkit = version_pair(recipe.toolkit.version)
     if toolkit is None:
         return f"the {recipe.name} recipe names no CUDA toolkit version ([toolkit] version)"
     branch = min_driver_branch(toolkit[0])
@@ -217,7 +213,7 @@ def _driver_problem(recipe: Recipe, machine: Machine) -> str | None:
 
 def _cuda(recipe: Recipe, gpu: NvidiaGpu, machine: Machine) -> Coverage:
     reasons = []
-    toolkit = _version_pair(recipe.toolkit.version) or (0, 0)
+    toolkit = version_pair(recipe.toolkit.version) or (0, 0)
     if gpu.compute_capability is None:
         pci_id = "?" if gpu.pci_device_id is None else f"0x{gpu.pci_device_id:04x}"
         reasons.append(
@@ -323,7 +319,7 @@ def _released_for(recipe: Recipe, platform: str | None) -> bool:
 
 
 def _newest_first(recipe: Recipe) -> tuple[int, int, str]:
-    major, minor = _version_pair(recipe.toolkit.version) or (0, 0)
+    major, minor = version_pair(recipe.toolkit.version) or (0, 0)
     return (-major, -minor, recipe.name)
 
 

@@ -24,6 +24,7 @@ import functools
 import platform
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -120,33 +121,13 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
 
 
 def _check_loading(ptkit: Any) -> list[str]:
-    """Summary lines of the load decisions; raises SmokeFailure on a broken install."""
+    """Summary lines of the load decisions; raises SmokeFailure on a broken install (the
+    same checks as another package's smoke test: ``ptkit.package_smoke.check_loading``)."""
+    from ptkit.package_smoke import check_loading
+
+    native_dir = Path(ptkit.__file__).resolve().parent / "_native"
     decisions = ptkit.runtime.load_decisions("ptkit")
-    lines = []
-    problems = []
-    cpu_loaded = False
-    for d in decisions:
-        details = ", ".join(f"{k}={v}" for k, v in d.details)
-        lines.append(
-            f"  {d.library:<22} {d.status.value:<8} {d.reason}{f' ({details})' if details else ''}"
-        )
-        if d.status.value == "failed":
-            problems.append(f"{d.library} FAILED to load: {d.reason}")
-        elif d.status.value == "skipped" and not d.reason.strip():
-            problems.append(f"{d.library} was skipped without a reason")
-        if d.backend == "cpu" and d.status.value == "loaded":
-            cpu_loaded = True
-    if not any(d.backend == "cpu" for d in decisions):
-        problems.append("the wheel has no CPU library (libptkit_cpu) with a manifest")
-    elif not cpu_loaded:
-        problems.append("the CPU library did not load: see its decision above")
-    routes = {r.op: r for r in ptkit.runtime.explain("ptkit") if r.device_type == "cpu"}
-    if cpu_loaded:
-        not_native = [op for op, r in sorted(routes.items()) if r.implementation != "native"]
-        if not_native:
-            problems.append(
-                f"the CPU library loaded but {', '.join(not_native)} run the reference on CPU"
-            )
+    lines, problems, _ = check_loading(ptkit.runtime, "ptkit", decisions, native_dir)
     if problems:
         raise SmokeFailure("\n".join(lines + [f"FAILED: {p}" for p in problems]))
     return lines

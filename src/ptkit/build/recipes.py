@@ -41,6 +41,7 @@ __all__ = [
     "Release",
     "json_schema",
     "load_recipe",
+    "load_recipes",
     "recipe_path",
     "schema_text",
 ]
@@ -402,6 +403,12 @@ def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: not valid TOML: {exc}") from exc
     return parse_recipe(data, variant, str(path))
+
+
+def load_recipes(recipes_dir: Path) -> dict[str, Recipe]:
+    """Every ``<variant>.toml`` in ``recipes_dir`` by name ({} for none); the first broken
+    one raises ``RecipeError``."""
+    return {p.stem: load_recipe(p.stem, recipes_dir) for p in sorted(recipes_dir.glob("*.toml"))}
 
 
 # --- JSON schema, derived from the dataclasses above -------------------------------

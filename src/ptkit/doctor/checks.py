@@ -18,6 +18,7 @@ is re-implemented here. Standard library only, valid on CPython 3.10; no torch.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import PurePath
@@ -33,6 +34,7 @@ from ptkit.doctor.model import (
 )
 from ptkit.hardware.facts import Machine
 from ptkit.hardware.nvidia import min_driver_branch
+from ptkit.runtime.manifest import version_pair
 
 __all__ = [
     "CHECKS",
@@ -72,16 +74,12 @@ def _torch_label(torch: TorchInstall) -> str:
     return f"torch {torch.version or '(unknown version)'}"
 
 
-def _pair(text: str | None) -> tuple[int, int] | None:
-    match = re.search(r"(\d+)\.(\d+)", text or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
 def _package_label(package: PackageFacts) -> str:
     variant = f", variant {package.variant}" if package.variant else ""
     return f"{package.name} {package.version}{variant}"
 
 
+@functools.lru_cache(maxsize=4)  # several checks ask; the recipes are read once
 def _recommended(machine: Machine) -> tuple[str, str | None] | None:
     """What ``ptkit select`` recommends here: (variant, torch index URL); None when the
     recipes cannot be read (the fix then names the command instead of its answer)."""
@@ -278,7 +276,7 @@ def _driver_too_old(facts: Facts) -> list[Finding]:
     assert machine is not None
     if not _torch_installed(torch) or _torch_backend(torch) != "cuda" or not machine.nvidia:
         return []
-    need_cuda = _pair(torch.cuda)
+    need_cuda = version_pair(torch.cuda)
     if need_cuda is None:
         return []
     branch = min_driver_branch(need_cuda[0])
@@ -329,7 +327,7 @@ def _coverage(
         if isinstance(gpu, NvidiaGpu):
             if gpu.compute_capability is None:
                 return None
-            toolkit = _pair(lib.toolkit) or (0, 0)
+            toolkit = version_pair(lib.toolkit) or (0, 0)
             result = cuda_coverage(
                 gpu.compute_capability,
                 lib.targets.get("sass", ()),
@@ -433,7 +431,7 @@ def _variant_mismatch(facts: Facts) -> list[Finding]:
                 )
             elif lib.backend in ("cuda", "hip"):
                 runtime = torch.cuda if lib.backend == "cuda" else torch.hip
-                built, runs = _pair(lib.toolkit), _pair(runtime)
+                built, runs = version_pair(lib.toolkit), version_pair(runtime)
                 if built and runs and built[0] != runs[0]:
                     name = _BACKEND_NAMES[lib.backend]
                     problem = (

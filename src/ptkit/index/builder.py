@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from ptkit.build.recipes import Recipe, RecipeError, load_recipe
+from ptkit.build.recipes import Recipe, RecipeError, load_recipes
 from ptkit.index.pages import IndexFile, project_html, project_json, root_html, root_json
 from ptkit.index.wheels import (
     IndexBuildError,
@@ -102,13 +102,10 @@ def _check_base_url(base_url: str | None) -> str | None:
 def _recipes(recipes_dir: Path | None) -> dict[str, Recipe]:
     if recipes_dir is None:
         return {}
-    recipes = {}
-    for path in sorted(recipes_dir.glob("*.toml")):
-        try:
-            recipes[path.stem] = load_recipe(path.stem, recipes_dir)
-        except RecipeError as error:
-            raise _fail(f"recipe {path}: {error}") from None
-    return recipes
+    try:
+        return load_recipes(recipes_dir)
+    except RecipeError as error:
+        raise _fail(f"recipes in {recipes_dir}: {error}") from None
 
 
 def _inspect_all(paths: Sequence[Path]) -> list[IndexedWheel]:

@@ -30,7 +30,6 @@ import dataclasses
 import enum
 import logging
 import platform
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from ptkit.runtime.manifest import (
     file_sha256,
     find_manifests,
     read_manifest,
+    version_pair,
 )
 from ptkit.runtime.switches import RuntimeSwitches
 from ptkit.runtime.xpu_targets import xpu_coverage
@@ -221,8 +221,7 @@ def check_compatibility(
 
 
 def _version_pair(text: str) -> tuple[int, int]:
-    match = re.match(r"^(\d+)\.(\d+)", text)
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    return version_pair(text) or (0, 0)  # an unreadable version compares lowest
 
 
 def _runtime_major_problem(

@@ -21,6 +21,7 @@ __all__ = [
     "file_sha256",
     "find_manifests",
     "read_manifest",
+    "version_pair",
 ]
 
 MANIFEST_SUFFIX = ".manifest.json"
@@ -29,6 +30,7 @@ BACKENDS = ("cpu", "cuda", "hip", "xpu", "metal")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _TARGET_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)$")
+_VERSION_PAIR = re.compile(r"(\d+)\.(\d+)")
 
 
 class ManifestError(ValueError):
@@ -174,3 +176,11 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def version_pair(text: str | None) -> tuple[int, int] | None:
+    """(major, minor) of the first ``X.Y`` in ``text``: ``2.14.1+cu130`` -> (2, 14),
+    ``cuda 13.5.37`` -> (13, 5); None when there is none. The one parser of versions
+    for the loader, ``ptkit select`` and the doctor."""
+    match = _VERSION_PAIR.search(text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
