@@ -1,5 +1,4 @@
-"""Test-session checks: the tests exercise the *installed* wheel (``make test`` builds
-and installs it), never the source tree."""
+"""Fixtures shared by the unit and the integration tests: the wheels under test."""
 
 from __future__ import annotations
 
@@ -10,17 +9,6 @@ import pytest
 from support import REPO
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    import ptkit
-
-    location = Path(ptkit.__file__).resolve()
-    if REPO / "src" in location.parents:
-        raise pytest.UsageError(
-            f"ptkit was imported from the source tree ({location}); the tests need the built "
-            "wheel installed: run `make test`"
-        )
-
-
 @pytest.fixture(scope="session")
 def ptkit_wheel() -> Path:
     """The wheel under test: $PTKIT_TEST_WHEEL (set by `make test`) or the one in dist/cpu/."""
@@ -28,9 +16,9 @@ def ptkit_wheel() -> Path:
     if given:
         path = Path(given)
     else:
-        wheels = sorted((REPO / "dist" / "cpu").glob("ptkit-*.whl"))
+        wheels = sorted((REPO / "dist" / "cpu").glob("ptkit_ops-*.whl"))
         if not wheels:
-            pytest.fail("no wheel to test: run `make test` (it builds dist/cpu/ptkit-*.whl)")
+            pytest.fail("no wheel to test: run `make test` (it builds dist/cpu/ptkit_ops-*.whl)")
         path = wheels[-1]
     assert path.is_file(), f"PTKIT_TEST_WHEEL={path} does not exist"
     return path.resolve()
@@ -40,9 +28,9 @@ def ptkit_wheel() -> Path:
 def cu13_wheel() -> Path:
     """The cu13 wheel: $PTKIT_TEST_CU13_WHEEL (set by `make test`) or the one in dist/cu13/."""
     given = os.environ.get("PTKIT_TEST_CU13_WHEEL")
-    wheels = [Path(given)] if given else sorted((REPO / "dist" / "cu13").glob("ptkit-*.whl"))
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "cu13").glob("ptkit_ops-*.whl"))
     if not wheels or not wheels[-1].is_file():
-        pytest.fail("no cu13 wheel to test: run `make test` (it builds dist/cu13/ptkit-*.whl)")
+        pytest.fail("no cu13 wheel to test: run `make test` (it builds dist/cu13/ptkit_ops-*.whl)")
     return wheels[-1].resolve()
 
 
@@ -50,10 +38,12 @@ def cu13_wheel() -> Path:
 def rocm_wheel() -> Path:
     """The rocm7.14 wheel: $PTKIT_TEST_ROCM_WHEEL (set by `make test`) or dist/rocm7.14/."""
     given = os.environ.get("PTKIT_TEST_ROCM_WHEEL")
-    wheels = [Path(given)] if given else sorted((REPO / "dist" / "rocm7.14").glob("ptkit-*.whl"))
+    wheels = (
+        [Path(given)] if given else sorted((REPO / "dist" / "rocm7.14").glob("ptkit_ops-*.whl"))
+    )
     if not wheels or not wheels[-1].is_file():
         pytest.fail(
-            "no rocm7.14 wheel to test: run `make test` (it builds dist/rocm7.14/ptkit-*.whl)"
+            "no rocm7.14 wheel to test: run `make test` (it builds dist/rocm7.14/ptkit_ops-*.whl)"
         )
     return wheels[-1].resolve()
 
@@ -61,9 +51,10 @@ def rocm_wheel() -> Path:
 @pytest.fixture(scope="session")
 def native_cpu_loaded() -> None:
     """Native-vs-reference tests mean nothing if the native library did not load."""
-    import ptkit
+    import ptkit.runtime
+    import ptkit_ops  # noqa: F401  (its import loads the libraries)
 
-    decisions = ptkit.runtime.load_decisions()
+    decisions = ptkit.runtime.load_decisions("ptkit_ops")
     cpu = [d for d in decisions if d.backend == "cpu"]
     assert cpu and cpu[0].status.value == "loaded", (
         f"the native CPU library did not load: {[(d.library, d.status, d.reason) for d in decisions]}"

@@ -1,3 +1,8 @@
-"""The version of ptkit without its variant label (the wheel adds ``+<variant>``)."""
+"""The version of ptkit: the one place it is written.
 
-BASE_VERSION = "0.1.0"
+The toolkit's wheel, ptkit-ops' wheels (``<version>+<variant label>``) and the CMake
+package's version check (``cmake/ptkit-config-version.cmake`` reads this file) all
+take it from here.
+"""
+
+__version__ = "0.1.0"

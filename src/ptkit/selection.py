@@ -30,14 +30,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ptkit.build.recipes import Recipe, RecipeError, load_recipes
+from ptkit.backends import BACKENDS, Device, backend_for_device_kind, version_pair
+from ptkit.backends.cuda import driver_problem
 from ptkit.hardware.detect import detect
 from ptkit.hardware.facts import AmdGpu, AppleGpu, IntelGpu, Machine, NvidiaGpu, PlatformFacts
-from ptkit.hardware.nvidia import min_driver_branch
-from ptkit.runtime.cuda_targets import cuda_coverage
-from ptkit.runtime.hip_targets import hip_coverage
-from ptkit.runtime.manifest import version_pair
-from ptkit.runtime.xpu_targets import xpu_coverage
+from ptkit.platforms import release_platform_for
+from ptkit.recipes.model import Recipe, RecipeError, load_recipes
 
 __all__ = [
     "ENV_VARIANT",
@@ -60,10 +58,9 @@ SCHEMA_VERSION = 1
 ENV_VARIANT = "PTKIT_VARIANT"
 PYPI = "https://pypi.org/simple"
 
-# Accelerator kinds in the order they decide (see the module docstring), and the
-# backend of the variants that serve each.
-_KIND_BACKEND = {"nvidia": "cuda", "amd": "hip", "intel": "xpu", "apple": "metal"}
-_KIND_NAME = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU", "intel": "Intel GPU", "apple": "Apple GPU"}
+# Accelerator kinds in the order they decide (see the module docstring): the backend
+# table's order.
+_KINDS = tuple(b.device_kind for b in BACKENDS.values() if b.device_kind)
 
 
 class SelectionError(ValueError):
@@ -71,12 +68,9 @@ class SelectionError(ValueError):
 
 
 def recipes_dir() -> Path:
-    """The recipes: those shipped in the wheel (``ptkit/_recipes/``), else the source
-    tree's ``recipes/`` (this file is ``<repo>/src/ptkit/selection.py``)."""
-    packaged = Path(__file__).resolve().parent / "_recipes"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "recipes"
+    """ptkit-ops' recipes, shipped in the toolkit as ``ptkit/_recipes/`` (in the source
+    tree a link to ``recipes/``)."""
+    return Path(__file__).resolve().parent / "_recipes"
 
 
 def load_all_recipes(directory: Path) -> dict[str, Recipe]:
@@ -93,16 +87,8 @@ def load_all_recipes(directory: Path) -> dict[str, Recipe]:
 
 def wheel_platform(system: str, machine: str) -> str | None:
     """The release platform (recipes' ``[release] platforms``) of an OS and CPU."""
-    arch = machine.lower()
-    if system == "Linux" and arch in ("x86_64", "amd64"):
-        return "manylinux_2_28_x86_64"
-    if system == "Linux" and arch in ("aarch64", "arm64"):
-        return "manylinux_2_28_aarch64"
-    if system == "Darwin" and arch == "arm64":
-        return "macosx_arm64"
-    if system == "Windows" and arch in ("amd64", "x86_64"):
-        return "win_amd64"
-    return None
+    release = release_platform_for(system, machine)
+    return release.name if release else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,74 +176,47 @@ def _driver_problem(recipe: Recipe, machine: Machine) -> str | None:
     toolkit = version_pair(recipe.toolkit.version)
     if toolkit is None:
         return f"the {recipe.name} recipe names no CUDA toolkit version ([toolkit] version)"
-    branch = min_driver_branch(toolkit[0])
-    need = f"driver >= {branch}" if branch else f"a driver for CUDA {toolkit[0]}.x"
-    have = machine.cuda_driver_version
-    if machine.nvidia_driver is None and have is None:
-        return (
-            f"no NVIDIA driver is loaded (no /proc/driver/nvidia/version, no NVML or "
-            f"nvidia-smi answer); {recipe.name} needs {need}: install it"
-        )
-    if have is None:
-        return (
-            f"the CUDA version of NVIDIA driver {machine.nvidia_driver} is unknown; "
-            f"{recipe.name} needs {need}"
-        )
-    if have < (toolkit[0], 0):
-        return (
-            f"NVIDIA driver {machine.nvidia_driver or '?'} supports CUDA {have[0]}.{have[1]}; "
-            f"{recipe.name} (CUDA {toolkit[0]}.x) needs {need}: upgrade the NVIDIA driver"
-        )
-    return None
+    return driver_problem(
+        recipe.name, toolkit[0], machine.nvidia_driver, machine.cuda_driver_version
+    )
 
 
-def _cuda(recipe: Recipe, gpu: NvidiaGpu, machine: Machine) -> Coverage:
-    reasons = []
-    toolkit = version_pair(recipe.toolkit.version) or (0, 0)
-    if gpu.compute_capability is None:
+def _coverage(recipe: Recipe, device: _Device, machine: Machine) -> Coverage:
+    """The backend's own coverage rule (the loader's), with the recipe's targets (its
+    optional ones left out: the build may drop them) as a library's manifest lists them."""
+    gpu = device.gpu
+    backend = BACKENDS[recipe.backend]
+    if isinstance(gpu, NvidiaGpu) and gpu.compute_capability is None:
         pci_id = "?" if gpu.pci_device_id is None else f"0x{gpu.pci_device_id:04x}"
-        reasons.append(
-            f"its compute capability is unknown (PCI id {pci_id} is not in ptkit's table "
-            "and neither NVML nor nvidia-smi answered)"
-        )
-        how = ""
-    else:
-        sass = tuple(t for t in recipe.targets.cuda if t.startswith("sm_"))
-        ptx = tuple(t for t in recipe.targets.cuda if t.startswith("compute_"))
-        # Optional targets are left out: the build may drop them.
-        result = cuda_coverage(
-            gpu.compute_capability, sass, ptx, machine.cuda_driver_version, toolkit
-        )
-        how = result.how
-        if not result.covered:
-            reasons.append(result.how)
-    driver = _driver_problem(recipe, machine)
-    if driver:
-        reasons.append(driver)
-    if reasons:
-        return Coverage(recipe.name, False, "; ".join(reasons))
-    return Coverage(recipe.name, True, how)
-
-
-def _hip(recipe: Recipe, gpu: AmdGpu) -> Coverage:
-    result = hip_coverage(gpu.gfx_target, recipe.targets.hip)
-    return Coverage(recipe.name, result.covered, result.how)
-
-
-def _xpu(recipe: Recipe, gpu: IntelGpu) -> Coverage:
-    result = xpu_coverage(gpu.name, gpu.pci_device_id, recipe.targets.xpu)
-    if result.covered and gpu.driver is None:
-        return Coverage(
+        result = Coverage(
             recipe.name,
             False,
-            "no kernel driver is bound to it: load the xe (or i915) driver, then run "
-            "ptkit select again",
+            f"its compute capability is unknown (PCI id {pci_id} is not in ptkit's table "
+            "and neither NVML nor nvidia-smi answered)",
         )
-    return Coverage(recipe.name, result.covered, result.how)
-
-
-def _metal(recipe: Recipe, gpu: AppleGpu) -> Coverage:
-    return Coverage(recipe.name, True, "Metal kernels through MPS")
+    else:
+        field = backend.target_field
+        targets = getattr(recipe.targets, field) if field else ()
+        covered = backend.coverage(
+            Device(device.label, device.name, device.arch, getattr(gpu, "pci_device_id", None)),
+            backend.manifest_targets(targets),
+            toolkit_version=version_pair(recipe.toolkit.version),
+            driver_version=machine.cuda_driver_version,
+        )
+        result = Coverage(recipe.name, covered.covered, covered.how)
+    problems = [] if result.covered else [result.how]
+    if backend.name == "cuda":
+        driver = _driver_problem(recipe, machine)
+        if driver:
+            problems.append(driver)
+    if isinstance(gpu, IntelGpu) and result.covered and gpu.driver is None:
+        problems.append(
+            "no kernel driver is bound to it: load the xe (or i915) driver, then run "
+            "ptkit select again"
+        )
+    if problems:
+        return Coverage(recipe.name, False, "; ".join(problems))
+    return result
 
 
 # --- devices and candidates -----------------------------------------------------------
@@ -300,17 +259,6 @@ def _devices(machine: Machine) -> list[_Device]:
     return devices
 
 
-def _coverage(recipe: Recipe, device: _Device, machine: Machine) -> Coverage:
-    gpu = device.gpu
-    if isinstance(gpu, NvidiaGpu):
-        return _cuda(recipe, gpu, machine)
-    if isinstance(gpu, AmdGpu):
-        return _hip(recipe, gpu)
-    if isinstance(gpu, IntelGpu):
-        return _xpu(recipe, gpu)
-    return _metal(recipe, gpu)
-
-
 def _released_for(recipe: Recipe, platform: str | None) -> bool:
     """A recipe without ``[release]`` is a local build: not limited to platforms."""
     if recipe.release is None or platform is None:
@@ -350,12 +298,12 @@ def _decide(
     """The detected choice, and the deciding kind of device (None without a GPU)."""
     cpu = _cpu_recipe(recipes).name
     counted = [d for d in devices if d.supported]
-    kind = next((k for k in _KIND_BACKEND if any(d.kind == k for d in counted)), None)
+    kind = next((k for k in _KINDS if any(d.kind == k for d in counted)), None)
     if kind is None:
         return _Decision(cpu, "no GPU that a ptkit GPU variant serves was found", ()), None
     deciding = [d for d in counted if d.kind == kind]
-    backend = _KIND_BACKEND[kind]
-    what = _KIND_NAME[kind]
+    backend = backend_for_device_kind(kind).name
+    what = backend_for_device_kind(kind).device_kind_title
     of_backend = sorted((r for r in recipes.values() if r.backend == backend), key=_newest_first)
     candidates = [r for r in of_backend if _released_for(r, platform)]
     if not candidates:
@@ -475,7 +423,7 @@ def select_variant(
     devices = _devices(machine)
     reports: dict[str, dict[str, Coverage]] = {}
     for device in devices:
-        backend = _KIND_BACKEND[device.kind]
+        backend = backend_for_device_kind(device.kind).name
         reports[device.label] = {
             recipe.name: _coverage(recipe, device, machine)
             for recipe in sorted(recipes.values(), key=_newest_first)
@@ -518,7 +466,8 @@ def select_variant(
         note = device.note
         if device.supported and not counted and kind is not None:
             note = (
-                f"a ptkit wheel carries one GPU backend; the {_KIND_NAME[kind]}s decide here: "
+                f"a ptkit wheel carries one GPU backend; the "
+                f"{backend_for_device_kind(kind).device_kind_title}s decide here: "
                 "not counted"
             )
         report_list.append(

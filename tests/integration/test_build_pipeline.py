@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from support import REPO, python_env, run
 
-from ptkit.build import pipeline
-from ptkit.build.pipeline import BuildError, PipelineResult
+from ptkit.release import pipeline
+from ptkit.release.pipeline import BuildError, PipelineResult
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """ptkit.compile and ptkit.graphs on this machine (CPU).
 
 The unsupported-interpreter branch of ptkit.compile is reached by substituting the
-support decision (``compile_support`` in the ptkit.compiling module): the rule itself is
+support decision (``compile_support`` in the ptkit.runtime.compiling module): the rule itself is
 checked against torch in tests/unit/test_compile_support.py. The graph-mode buffer
 logic of ptkit.graphs is exercised on CPU through a stand-in recorder, clearly marked;
 the real CUDA capture runs only where a CUDA device is visible.
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import ptkit
-from ptkit.runtime.compile_checks import compile_support
+from ptkit.degradation.compile_rules import compile_support
 
-compile_module = importlib.import_module("ptkit.compiling")
+compile_module = importlib.import_module("ptkit.runtime.compiling")
 graphs = importlib.import_module("ptkit.graphs")
 pcompile = compile_module.compile
 compile_state = compile_module.compile_state

@@ -12,7 +12,7 @@ import pytest
 from packaging.utils import parse_wheel_filename
 from support import REPO, fresh_venv, run, run_op_tests
 
-from ptkit.build.recipes import load_recipe
+from ptkit.recipes.model import load_recipe
 
 pytestmark = pytest.mark.integration
 

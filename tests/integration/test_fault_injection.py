@@ -35,7 +35,7 @@ PROBE = r"""
 import json
 import torch
 import ptkit
-from ptkit.ops import _library as lib
+from ptkit_ops import _library as lib
 
 torch.manual_seed(0)
 checks = {}

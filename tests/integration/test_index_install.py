@@ -26,7 +26,7 @@ UV = shutil.which("uv", path=str(VENV_BIN)) or shutil.which("uv")
 # against its reference.
 CHECK = """
 import json, torch, ptkit
-from ptkit.ops import rms_norm_reference
+from ptkit_ops import rms_norm_reference
 x, w = torch.randn(4, 64), torch.randn(64)
 native = torch.ops.ptkit.rms_norm(x, w, 1e-6)
 decisions = {d.library: d.status.value for d in ptkit.runtime.load_decisions()}

@@ -22,10 +22,10 @@ import json, sys
 from pathlib import Path
 import torch
 import ptkit
-from ptkit.runtime.routing import routes
+from ptkit.loading.routes import routes
 from ptkit.runtime.loader import TorchFacts, load_native_libraries
-from ptkit.runtime.metal import metal_kernels
-from ptkit.runtime.switches import RuntimeSwitches
+from ptkit_ops._metal import metal_kernels
+from ptkit.loading.switches import RuntimeSwitches
 
 # An Apple-silicon Mac's torch, as the loader would see it (fake: no such device here).
 mac = TorchFacts(torch.__version__, cuda=None, hip=None, has_xpu=False, has_mps=True, mps_available=True)
@@ -103,7 +103,7 @@ MODIFIED_SCRIPT = r"""
 import json, torch, ptkit
 from pathlib import Path
 from ptkit.runtime.loader import TorchFacts, load_native_libraries
-from ptkit.runtime.metal import metal_kernels
+from ptkit_ops._metal import metal_kernels
 
 mac = TorchFacts(torch.__version__, cuda=None, hip=None, has_xpu=False, has_mps=True, mps_available=True)
 decision = load_native_libraries([Path(MANIFEST)], facts=mac)[0]

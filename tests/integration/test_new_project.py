@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from support import REPO, python_env, run
 
-from ptkit.build.pipeline import fresh_venv
-from ptkit.build.recipes import load_recipe
+from ptkit.release.pipeline import fresh_venv
+from ptkit.recipes.model import load_recipe
 
 pytestmark = pytest.mark.integration
 
@@ -134,7 +134,7 @@ def test_the_scaffold_has_every_piece(project: Path) -> None:
         assert (project / path).is_file(), path
     pyproject = (project / "pyproject.toml").read_text()
     assert '[project.entry-points."ptkit.packages"]' in pyproject
-    assert 'provider = "ptkit.build._version_provider"' in pyproject
+    assert 'provider = "ptkit.release.version_provider"' in pyproject
     cmake = (project / "CMakeLists.txt").read_text()
     assert "ptkit_DIR" not in cmake and "find_package(ptkit CONFIG REQUIRED)" in cmake
     assert "make demo" in (project / "README.md").read_text()

@@ -13,7 +13,7 @@ import torch._inductor.config as inductor_config
 from support import run
 
 import ptkit
-from ptkit.runtime.compile_checks import compile_support
+from ptkit.degradation.compile_rules import compile_support
 
 
 @pytest.fixture

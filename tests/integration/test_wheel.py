@@ -13,7 +13,7 @@ import pytest
 from packaging.utils import parse_wheel_filename
 from support import REPO, fresh_venv, run, run_op_tests
 
-from ptkit.build.audit import audit_elf
+from ptkit.release.audit import audit_elf
 
 pytestmark = pytest.mark.integration
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ptkit.runtime.hip_targets import hip_coverage, parse_target_id
+from ptkit.backends.hip import hip_coverage, parse_target_id
 from ptkit.runtime.loader import TorchFacts, check_compatibility
-from ptkit.runtime.manifest import parse_manifest
-from ptkit.runtime.switches import RuntimeSwitches
-from ptkit.runtime.xpu_targets import xpu_coverage, xpu_family
+from ptkit.loading.manifest import parse_manifest
+from ptkit.loading.switches import RuntimeSwitches
+from ptkit.backends.xpu import xpu_coverage, xpu_family
 
 BASE = {
     "schema_version": 1,

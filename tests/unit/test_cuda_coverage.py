@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ptkit.runtime.cuda_targets import cuda_coverage, parse_cuda_target
+from ptkit.backends.cuda import cuda_coverage, parse_cuda_target
 from ptkit.runtime.loader import TorchFacts, check_compatibility
-from ptkit.runtime.manifest import parse_manifest
-from ptkit.runtime.switches import RuntimeSwitches
+from ptkit.loading.manifest import parse_manifest
+from ptkit.loading.switches import RuntimeSwitches
 
 SASS = ("sm_90", "sm_100", "sm_103", "sm_107", "sm_110", "sm_120")
 PTX = ("compute_120",)

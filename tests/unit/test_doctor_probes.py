@@ -37,8 +37,8 @@ from ptkit.runtime.loader import (
     load_native_libraries,
     machine_platform,
 )
-from ptkit.runtime.manifest import read_manifest
-from ptkit.runtime.switches import RuntimeSwitches
+from ptkit.loading.manifest import read_manifest
+from ptkit.loading.switches import RuntimeSwitches
 
 MACHINES = Path(__file__).resolve().parents[1] / "fixtures" / "machines"
 LINUX = PlatformFacts("Linux", "x86_64")
@@ -460,7 +460,7 @@ def test_profile_without_a_gpu() -> None:
 
 
 def test_what_nvcc_could_build() -> None:
-    from ptkit.build.recipes import load_recipe
+    from ptkit.recipes.model import load_recipe
     from ptkit.selection import recipes_dir
 
     cu13 = load_recipe("cu13", recipes_dir())
@@ -474,7 +474,7 @@ def test_what_nvcc_could_build() -> None:
 
 
 def test_hip_targets_from_device_libraries(tmp_path: Path) -> None:
-    from ptkit.build.recipes import load_recipe
+    from ptkit.recipes.model import load_recipe
     from ptkit.selection import recipes_dir
 
     bitcode = tmp_path / "lib" / "x86_64-linux-gnu" / "amdgcn" / "bitcode"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ptkit.runtime.loader import TorchFacts, check_compatibility
-from ptkit.runtime.manifest import ManifestError, parse_manifest
-from ptkit.runtime.switches import RuntimeSwitches
+from ptkit.loading.manifest import ManifestError, parse_manifest
+from ptkit.loading.switches import RuntimeSwitches
 
 GOOD = {
     "schema_version": 1,

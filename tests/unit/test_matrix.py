@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 from support import REPO, run
 
-from ptkit.build import matrix, recipes
-from ptkit.build.recipes import RecipeError, load_recipe
+from ptkit.release import matrix, recipes
+from ptkit.recipes.model import RecipeError, load_recipe
 
 if sys.version_info >= (3, 11):
     import tomllib

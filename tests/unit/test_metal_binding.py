@@ -24,9 +24,9 @@ import torch
 from support import DTYPES, child_python, python_env
 
 import ptkit
-from ptkit.ops import ACTIVATIONS
+from ptkit_ops import ACTIVATIONS
 from ptkit.runtime import metal
-from ptkit.runtime.metal import (
+from ptkit_ops._metal import (
     DTYPE_SUFFIX,
     GEMV_MAX_ROWS,
     KERNELS,

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from ptkit.build._version_provider import variant_version
-from ptkit.build.recipes import RecipeError, load_recipe
+from ptkit.release.version_provider import variant_version
+from ptkit.recipes.model import RecipeError, load_recipe
 
 RECIPES = REPO / "recipes"
 

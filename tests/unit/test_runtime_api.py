@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import ptkit.runtime
-from ptkit.runtime.packages import (
+from ptkit.loading.packages import (
     PackageEntry,
     PackageLoadError,
     discover_packages,

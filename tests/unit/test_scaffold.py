@@ -12,8 +12,8 @@ import pytest
 from support import make_wheel, python_env
 
 from ptkit import scaffold
-from ptkit.build import _version_provider, matrix
-from ptkit.build.pipeline import wheel_package
+from ptkit.release import _version_provider, matrix
+from ptkit.release.pipeline import wheel_package
 from ptkit.scaffold import ScaffoldError, create_project, render, validate_name
 
 PTKIT = Path(sys.executable).parent / "ptkit"

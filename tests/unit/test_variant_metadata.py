@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ptkit.build.recipes import Recipe, load_recipe
+from ptkit.recipes.model import Recipe, load_recipe
 from ptkit.index import variant_metadata as vm
 from ptkit.index.variant_metadata import (
     VariantMetadataError,

@@ -1,4 +1,4 @@
-"""The release audit's rules (ptkit.build.wheel_audit) on real files: the installed CPU
+"""The release audit's rules (ptkit.release.wheel_audit) on real files: the installed CPU
 library, and small libraries compiled here with gcc to break one rule each."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ptkit.build.wheel_audit import (
+from ptkit.release.wheel_audit import (
     audit_wheel,
     load_manylinux_policy,
     required_symbol_versions,

@@ -9,7 +9,7 @@ so a check body may assume its needs are there. IDs by group:
   installed ptkit (variant, libraries, the ``--smoke`` run); ``PTK4xx`` shared
   libraries and packages; ``PTK9xx`` the doctor's own probes.
 
-Device coverage uses the loader's rule modules (``ptkit.runtime.cuda_targets``,
+Device coverage uses the loader's rule modules (``ptkit.backends.cuda``,
 ``hip_targets``, ``xpu_targets``) on the installed manifests' targets, and the variant
 to recommend comes from ``ptkit.selection`` (what ``ptkit select`` says): neither rule
 is re-implemented here. Standard library only, valid on CPython 3.10; no torch.
@@ -23,6 +23,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import PurePath
 
+from ptkit.backends import Device, backend_for_device_kind, version_pair
+from ptkit.backends.cuda import min_driver_branch
 from ptkit.doctor.model import (
     Check,
     Facts,
@@ -33,8 +35,6 @@ from ptkit.doctor.model import (
     TorchInstall,
 )
 from ptkit.hardware.facts import Machine
-from ptkit.hardware.nvidia import min_driver_branch
-from ptkit.runtime.manifest import version_pair
 
 __all__ = [
     "CHECKS",
@@ -309,44 +309,27 @@ def _driver_too_old(facts: Facts) -> list[Finding]:
 
 
 def _coverage(
-    kind: str, gpu: object, libraries: Sequence[LibraryFacts], machine: Machine
+    kind: str, device: Device, libraries: Sequence[LibraryFacts], machine: Machine
 ) -> tuple[bool, str] | None:
-    """Whether one of ``libraries`` runs on ``gpu``, by the loader's rules; None when it
+    """Whether one of ``libraries`` runs on ``device``, by the loader's rules; None when it
     cannot be known (an unknown compute capability: PTK902 shows why)."""
-    from ptkit.hardware.facts import AmdGpu, IntelGpu, NvidiaGpu
-    from ptkit.runtime.cuda_targets import cuda_coverage
-    from ptkit.runtime.hip_targets import hip_coverage
-    from ptkit.runtime.xpu_targets import xpu_coverage
-
-    backend = {"nvidia": "cuda", "amd": "hip", "intel": "xpu", "apple": "metal"}[kind]
-    mine = [lib for lib in libraries if lib.backend == backend]
+    backend = backend_for_device_kind(kind)
+    mine = [lib for lib in libraries if lib.backend == backend.name]
     if not mine:
-        return False, f"it has no {_BACKEND_NAMES[backend]} library"
+        return False, f"it has no {_BACKEND_NAMES[backend.name]} library"
+    if backend.name == "cuda" and device.arch is None:
+        return None
     hows = []
     for lib in mine:
-        if isinstance(gpu, NvidiaGpu):
-            if gpu.compute_capability is None:
-                return None
-            toolkit = version_pair(lib.toolkit) or (0, 0)
-            result = cuda_coverage(
-                gpu.compute_capability,
-                lib.targets.get("sass", ()),
-                lib.targets.get("ptx", ()),
-                machine.cuda_driver_version,
-                toolkit,
-            )
-            covered, how = result.covered, result.how
-        elif isinstance(gpu, AmdGpu):
-            hip = hip_coverage(gpu.gfx_target, lib.targets.get("gfx", ()))
-            covered, how = hip.covered, hip.how
-        elif isinstance(gpu, IntelGpu):
-            xpu = xpu_coverage(gpu.name, gpu.pci_device_id, lib.targets.get("xpu", ()))
-            covered, how = xpu.covered, xpu.how
-        else:
-            covered, how = True, "Metal kernels"
-        if covered:
-            return True, how
-        hows.append(f"{lib.library}: {how}")
+        result = backend.coverage(
+            device,
+            lib.targets,
+            toolkit_version=version_pair(lib.toolkit),
+            driver_version=machine.cuda_driver_version,
+        )
+        if result.covered:
+            return True, result.how
+        hows.append(f"{lib.library}: {result.how}")
     return False, "; ".join(hows)
 
 
@@ -354,16 +337,37 @@ def _device_not_covered(facts: Facts) -> list[Finding]:
     machine, packages = facts.machine, facts.packages
     assert machine is not None
     assert packages is not None
-    devices: list[tuple[str, str, object]] = [
-        *((f"nvidia:{g.index}", f"{g.name}, {g.arch or 'sm_?'}", g) for g in machine.nvidia),
-        *((f"amd:{g.node}", f"{g.name}, {g.gfx_target}", g) for g in machine.amd),
+    devices: list[tuple[str, str, Device]] = [
+        *(
+            (
+                f"nvidia:{g.index}",
+                f"{g.name}, {g.arch or 'sm_?'}",
+                Device(f"nvidia:{g.index}", g.name, g.arch),
+            )
+            for g in machine.nvidia
+        ),
+        *(
+            (
+                f"amd:{g.node}",
+                f"{g.name}, {g.gfx_target}",
+                Device(f"amd:{g.node}", g.name, g.gfx_target),
+            )
+            for g in machine.amd
+        ),
         # Only Intel GPUs of a family torch's XPU build supports count (as in ptkit select).
         *(
-            (f"intel:{i}", f"{g.name}, {g.family}", g)
+            (
+                f"intel:{i}",
+                f"{g.name}, {g.family}",
+                Device(f"intel:{i}", g.name, g.family, g.pci_device_id),
+            )
             for i, g in enumerate(machine.intel)
             if g.family
         ),
-        *((f"apple:{i}", g.chip, g) for i, g in enumerate(machine.apple)),
+        *(
+            (f"apple:{i}", g.chip, Device(f"apple:{i}", g.chip, None))
+            for i, g in enumerate(machine.apple)
+        ),
     ]
     findings = []
     for package in packages:

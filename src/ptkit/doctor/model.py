@@ -75,7 +75,7 @@ class TorchInstall:
     hip: str | None  # torch.version.hip ("7.14.…"), None for non-ROCm builds
     xpu: bool  # built with XPU support
     cxx11_abi: bool | None  # _GLIBCXX_USE_CXX11_ABI of the build
-    compile_supported: bool | None  # ptkit.runtime.compile_checks' verdict for this Python
+    compile_supported: bool | None  # ptkit.degradation.compile_rules' verdict for this Python
     compile_reason: str | None
     cuda_runtimes: tuple[
         str, ...

@@ -81,7 +81,7 @@ class IntelGpu:
     pci_device_id: int
     name: str
     family: str | None
-    """The AOT family from ``ptkit.runtime.xpu_targets.xpu_family`` (``bmg``, ``pvc``…)."""
+    """The AOT family from ``ptkit.backends.xpu.xpu_family`` (``bmg``, ``pvc``…)."""
     driver: str | None
     """The kernel driver bound to it (``xe``, ``i915``), None when none is."""
 

@@ -1,15 +1,15 @@
 """Intel GPUs from sysfs's PCI devices (vendor 0x8086, display class), without torch.
 
 The family (``bmg``, ``pvc``…) comes from the PCI device id through the same table the
-runtime loader uses (``ptkit.runtime.xpu_targets.xpu_family``); the bound kernel
+runtime loader uses (``ptkit.backends.xpu.xpu_family``); the bound kernel
 driver (``xe``, ``i915``) from the device's ``driver`` link.
 """
 
 from __future__ import annotations
 
+from ptkit.backends.xpu import xpu_family
 from ptkit.hardware.facts import IntelGpu
 from ptkit.hardware.sysfs import PciDevice
-from ptkit.runtime.xpu_targets import xpu_family
 
 __all__ = ["INTEL_VENDOR", "probe_intel"]
 

@@ -10,7 +10,7 @@ In order of trust:
 3. Files: ``/proc/driver/nvidia/version`` (the kernel module's version; its presence
    means the driver is loaded), ``/proc/driver/nvidia/gpus/<bus>/information`` (the
    model name), and sysfs's PCI devices, whose device id gives the compute capability
-   of the GPUs in ``KNOWN_GPUS``; the CUDA version then comes from ``DRIVER_CUDA``.
+   of the GPUs in ``KNOWN_GPUS``; the CUDA version then comes from the driver-branch table (``ptkit.backends.cuda``).
 
 The PCI scan is the list of GPUs whatever answers: a GPU on the bus that NVML or
 nvidia-smi does not list is recorded as a problem (excluded, or failed to initialise).
@@ -26,17 +26,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ptkit.backends.cuda import cuda_version_for_driver
 from ptkit.hardware.commands import run_command
 from ptkit.hardware.facts import NvidiaGpu
 from ptkit.hardware.sysfs import PciDevice, normalize_bus_id, read_text, under
 
 __all__ = [
-    "DRIVER_CUDA",
     "KNOWN_GPUS",
     "NVIDIA_VENDOR",
     "NvidiaFacts",
-    "cuda_version_for_driver",
-    "min_driver_branch",
     "parse_driver_version",
     "probe_nvidia",
 ]
@@ -69,34 +67,6 @@ KNOWN_GPUS: dict[int, tuple[str, tuple[int, int]]] = {
     0x2B85: ("NVIDIA GeForce RTX 5090", (12, 0)),  # GB202 [GeForce RTX 5090]
 }
 
-# Driver branch -> the newest CUDA version its drivers support, newest first: the
-# minimum Linux driver of each CUDA toolkit release (CUDA Toolkit release notes, table
-# "CUDA Toolkit and Corresponding Driver Versions"; 13.0 GA needs >= 580.65.06, 12.8
-# >= 570.26 …). A branch between two rows gets the lower row, and one newer than the
-# first row gets the first row: a lower bound, never more than the driver supports.
-# NVML and nvidia-smi give the exact value and are used first.
-DRIVER_CUDA: tuple[tuple[int, tuple[int, int]], ...] = (
-    (580, (13, 0)),
-    (575, (12, 9)),
-    (570, (12, 8)),
-    (560, (12, 6)),
-    (555, (12, 5)),
-    (550, (12, 4)),
-    (545, (12, 3)),
-    (535, (12, 2)),
-    (530, (12, 1)),
-    (525, (12, 0)),
-    (520, (11, 8)),
-    (515, (11, 7)),
-    (510, (11, 6)),
-    (495, (11, 5)),
-    (470, (11, 4)),
-    (465, (11, 3)),
-    (460, (11, 2)),
-    (455, (11, 1)),
-    (450, (11, 0)),
-)
-
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 …" (proprietary)
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build …"
 _NVRM = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\b")
@@ -109,25 +79,6 @@ def parse_driver_version(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version``'s text, None if absent."""
     match = _NVRM.search(text)
     return match.group(1) if match else None
-
-
-def cuda_version_for_driver(version: str) -> tuple[int, int] | None:
-    """The CUDA version a driver supports at least (``DRIVER_CUDA``); None before 450."""
-    try:
-        branch = int(version.split(".")[0])
-    except ValueError:
-        return None
-    for first, cuda in DRIVER_CUDA:
-        if branch >= first:
-            return cuda
-    return None
-
-
-def min_driver_branch(cuda_major: int) -> int | None:
-    """The oldest driver branch that supports CUDA ``cuda_major``.0 (13 -> 580): CUDA's
-    minor-version compatibility lets every 13.x runtime run on a 13.0 driver."""
-    branches = [branch for branch, cuda in DRIVER_CUDA if cuda[0] == cuda_major]
-    return min(branches) if branches else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,7 +42,6 @@ from urllib.parse import urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from ptkit.build.recipes import Recipe, RecipeError, load_recipes
 from ptkit.index.pages import IndexFile, project_html, project_json, root_html, root_json
 from ptkit.index.wheels import (
     IndexBuildError,
@@ -50,7 +49,8 @@ from ptkit.index.wheels import (
     inspect_wheel,
     valid_variant_name,
 )
-from ptkit.runtime.manifest import file_sha256
+from ptkit.loading.manifest import file_sha256
+from ptkit.recipes.model import Recipe, RecipeError, load_recipes
 
 __all__ = ["VariantIndex", "build_index"]
 

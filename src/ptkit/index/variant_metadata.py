@@ -91,9 +91,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ptkit.build.recipes import Recipe
-from ptkit.runtime.cuda_targets import parse_cuda_target
-from ptkit.runtime.hip_targets import GENERIC_TARGETS, parse_target_id
+from ptkit.backends import BACKENDS, TargetError
+from ptkit.backends.hip import HipBackend
+from ptkit.backends.xpu import DEVICE_IPS
+from ptkit.recipes.model import Recipe
 
 __all__ = [
     "PROVIDERS",
@@ -147,25 +148,6 @@ def _nvidia_sm_values() -> tuple[str, ...]:
     return tuple(f"{major}{minor}_{kind}" for kind in ("real", "virtual") for major, minor in pairs)
 
 
-# Intel GPU AOT device names (ocloc's -device) -> GT GMDID ("device IP"), as `ocloc ids`
-# prints and Intel's variant provider reports (devices sharing a base platform also
-# report the base platform's id, so the base id is enough).
-_INTEL_DEVICE_IPS: dict[str, str] = {
-    "pvc": "12.60.7",  # Data Center GPU Max (Ponte Vecchio)
-    "dg2": "12.55.8",  # Arc A-series, Flex (Alchemist)
-    "mtl": "12.70.4",  # Meteor Lake / Arrow Lake integrated
-    "bmg": "20.1.0",  # Arc B-series (Battlemage)
-    "lnl": "20.4.4",  # Lunar Lake integrated
-    "ptl": "30.0.4",  # Panther Lake integrated
-}
-_INTEL_JIT_TARGETS = frozenset({"spir64"})
-
-# AMD GPU processors (LLVM AMDGPU names) known to ptkit: every member of a generic
-# family plus the processors no generic target covers.
-_AMD_PROCESSORS: tuple[str, ...] = tuple(
-    sorted({p for members in GENERIC_TARGETS.values() for p in members} | {"gfx908", "gfx90a"})
-)
-
 PROVIDERS: dict[str, ProviderSpec] = {
     "nvidia": ProviderSpec(
         requires=("nvidia-variant-provider>=0.0.1,<1.0.0",),
@@ -178,12 +160,12 @@ PROVIDERS: dict[str, ProviderSpec] = {
     "amd": ProviderSpec(
         requires=("amd-variant-provider>=0.0.1,<1.0.0",),
         plugin_api="amd_variant_provider.plugin:AMDVariantPlugin",
-        features={"gfx_arch": (_AMD_PROCESSORS, True)},
+        features={"gfx_arch": (HipBackend.processors, True)},
     ),
     "intel": ProviderSpec(
         requires=("intel-variant-provider>=0.0.1,<1.0.0",),
         plugin_api="intel_variant_provider.plugin:IntelVariantPlugin",
-        features={"device_ip": (tuple(sorted(set(_INTEL_DEVICE_IPS.values()))), True)},
+        features={"device_ip": (tuple(sorted(set(DEVICE_IPS.values()))), True)},
     ),
 }
 
@@ -245,60 +227,16 @@ def variant_label(recipe: Recipe) -> str:
     return recipe.name
 
 
-def _cuda_properties(recipe: Recipe) -> list[str]:
-    version = recipe.toolkit.version
-    major = version.split(".", 1)[0]
-    if not major.isdigit():
-        raise _fail(
-            f"{_recipe_file(recipe)}: [toolkit] version must be the CUDA version (13.5), "
-            f"got {version!r}",
-            "set [toolkit] version in the recipe",
-        )
-    properties = [f"nvidia :: cuda_version_lower_bound :: {int(major)}"]
-    for name in recipe.targets.cuda:
-        target = parse_cuda_target(name)
-        kind = "real" if target.kind == "sm" else "virtual"
-        properties.append(f"nvidia :: sm_arch :: {target.major}{target.minor}_{kind}")
-    return properties
-
-
-def _hip_properties(recipe: Recipe) -> list[str]:
-    processors: set[str] = set()
-    for name in recipe.targets.hip:
-        processor, _features = parse_target_id(name)
-        processors |= GENERIC_TARGETS.get(processor, frozenset({processor}))
-    return [f"amd :: gfx_arch :: {p}" for p in sorted(processors)]
-
-
-def _xpu_properties(recipe: Recipe) -> list[str]:
-    ips: set[str] = set()
-    for device in recipe.targets.xpu:
-        if device in _INTEL_JIT_TARGETS:
-            continue
-        if device not in _INTEL_DEVICE_IPS:
-            raise _fail(
-                f"{_recipe_file(recipe)}: no Intel device IP (GMDID) known for the AOT "
-                f"device {device!r} (known: {', '.join(sorted(_INTEL_DEVICE_IPS))})",
-                "add it to _INTEL_DEVICE_IPS in src/ptkit/index/variant_metadata.py "
-                "(`ocloc ids <device>` prints it)",
-            )
-        ips.add(_INTEL_DEVICE_IPS[device])
-    return [f"intel :: device_ip :: {ip}" for ip in sorted(ips)]
-
-
 def variant_properties(recipe: Recipe) -> list[str]:
-    """The PEP 825 properties of the recipe's wheels, sorted, each ``ns :: feature :: value``.
-
-    Empty (the null variant) for ``cpu`` and ``metal``; see the module docstring."""
-    if recipe.backend == "cuda":
-        properties = _cuda_properties(recipe)
-    elif recipe.backend == "hip":
-        properties = _hip_properties(recipe)
-    elif recipe.backend == "xpu":
-        properties = _xpu_properties(recipe)
-    else:
-        properties = []
-    return sorted(set(properties))
+    """The PEP 825 properties of the recipe's wheels, sorted, each ``ns :: feature :: value``
+    (the backend's ``variant_properties``). Empty (the null variant) for ``cpu`` and
+    ``metal``; see the module docstring."""
+    backend = BACKENDS[recipe.backend]
+    targets = getattr(recipe.targets, backend.target_field) if backend.target_field else ()
+    try:
+        return sorted(set(backend.variant_properties(targets, recipe.toolkit.version)))
+    except TargetError as exc:
+        raise _fail(f"{_recipe_file(recipe)}: {exc}", "fix the recipe") from exc
 
 
 # --- validation --------------------------------------------------------------------

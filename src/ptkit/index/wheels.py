@@ -26,7 +26,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from ptkit.runtime.manifest import file_sha256
+from ptkit.loading.manifest import file_sha256
 
 __all__ = ["IndexBuildError", "IndexedWheel", "inspect_wheel", "valid_variant_name"]
 

@@ -1,4 +1,7 @@
-"""ptkit's runtime: manifest-checked loading of native libraries, and explanations.
+"""ptkit inside a running torch: manifest-checked loading of native libraries, explanations,
+and graceful degradation (``compiling``, ``graphs``, ``distributed``). The only part of
+the toolkit that imports torch (``docs/architecture.md``); the rules it applies live in
+``ptkit.loading`` and ``ptkit.degradation``, which the doctor uses without torch.
 
 ``explain()`` answers "which implementation serves this op on this device, and
 why"; ``load_decisions()`` lists what the loader did with each native library;
@@ -9,7 +12,7 @@ Packages built with ptkit load their own libraries with the same loader: their
 ``__init__.py`` calls ``load_package(__name__)`` (libraries and manifests in
 ``<package>/_native/``), and their distribution declares them in the ``ptkit.packages``
 entry-point group, which ``installed_packages()`` and ``ptkit doctor`` read.
-``explain()`` and ``load_decisions()`` then cover every loaded package, ptkit first.
+``explain()`` and ``load_decisions()`` then cover every loaded package.
 
 Stability: ``API_VERSION`` is an int, bumped only by a breaking change to the names in
 ``__all__`` below: a removed or renamed name, a removed or reordered parameter, a
@@ -20,10 +23,8 @@ fields, new ``LoadStatus`` or ``implementation`` values may be added). Every oth
 private: it may change in any release. Downstream code can check
 ``ptkit.runtime.API_VERSION == 1``. ``tests/unit/test_runtime_api.py`` pins the surface.
 
-The names below are imported on first use (their modules are named differently, so that
-importing a module never replaces a function of the same name on this package): the loader's rule modules
-(``cuda_targets``, ``hip_targets``, ``xpu_targets``, ``manifest``) are standard-library
-only, and ``ptkit select`` and ``ptkit doctor`` import them without importing torch.
+The names below are imported on first use (``import ptkit.runtime`` costs nothing; the
+names that need torch import it when first used).
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ptkit.runtime.compile_checks import CompileSupport, compile_support
-    from ptkit.runtime.loader import LoadDecision, LoadStatus
-    from ptkit.runtime.manifest import Manifest, ManifestError, read_manifest
-    from ptkit.runtime.packages import PackageLoad, PackageLoadError, installed_packages
+    from ptkit.degradation.compile_rules import CompileSupport
+    from ptkit.loading.manifest import Manifest, ManifestError, read_manifest
+    from ptkit.loading.packages import PackageLoad, PackageLoadError, installed_packages
+    from ptkit.loading.routes import OpRoute
+    from ptkit.loading.rules import LoadDecision, LoadStatus
+    from ptkit.loading.switches import RuntimeSwitches
+    from ptkit.runtime.compiling import compile_support
     from ptkit.runtime.profiling import RuntimeProfile, apply_profile, profile
-    from ptkit.runtime.routing import OpRoute
     from ptkit.runtime.session import (
         explain,
         format_explain,
@@ -45,33 +48,32 @@ if TYPE_CHECKING:
         load_package,
         package_loads,
     )
-    from ptkit.runtime.switches import RuntimeSwitches
 
 # The version of the public API below: bumped only by a breaking change (see the docstring).
 API_VERSION = 1
 
-# Public name -> the module under ptkit.runtime that defines it.
+# Public name -> the module that defines it.
 _EXPORTS = {
-    "CompileSupport": "compile_checks",
-    "LoadDecision": "loader",
-    "LoadStatus": "loader",
-    "Manifest": "manifest",
-    "ManifestError": "manifest",
-    "OpRoute": "routing",
-    "PackageLoad": "packages",
-    "PackageLoadError": "packages",
-    "RuntimeProfile": "profiling",
-    "RuntimeSwitches": "switches",
-    "apply_profile": "profiling",
-    "compile_support": "compile_checks",
-    "explain": "session",
-    "format_explain": "session",
-    "installed_packages": "packages",
-    "load_decisions": "session",
-    "load_package": "session",
-    "package_loads": "session",
-    "profile": "profiling",
-    "read_manifest": "manifest",
+    "CompileSupport": "ptkit.degradation.compile_rules",
+    "LoadDecision": "ptkit.loading.rules",
+    "LoadStatus": "ptkit.loading.rules",
+    "Manifest": "ptkit.loading.manifest",
+    "ManifestError": "ptkit.loading.manifest",
+    "OpRoute": "ptkit.loading.routes",
+    "PackageLoad": "ptkit.loading.packages",
+    "PackageLoadError": "ptkit.loading.packages",
+    "RuntimeProfile": "ptkit.runtime.profiling",
+    "RuntimeSwitches": "ptkit.loading.switches",
+    "apply_profile": "ptkit.runtime.profiling",
+    "compile_support": "ptkit.runtime.compiling",
+    "explain": "ptkit.runtime.session",
+    "format_explain": "ptkit.runtime.session",
+    "installed_packages": "ptkit.loading.packages",
+    "load_decisions": "ptkit.runtime.session",
+    "load_package": "ptkit.runtime.session",
+    "package_loads": "ptkit.runtime.session",
+    "profile": "ptkit.runtime.profiling",
+    "read_manifest": "ptkit.loading.manifest",
 }
 
 __all__ = [
@@ -103,7 +105,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ptkit.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"ptkit.runtime.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 

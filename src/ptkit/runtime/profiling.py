@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
-from ptkit.runtime.compile_checks import CompileSupport, compile_support
-from ptkit.runtime.gemm_choice import GemmBackend, recommend_gemm_backends
-from ptkit.runtime.routing import OpRoute, format_routes
+from ptkit.degradation.compile_rules import CompileSupport
+from ptkit.degradation.gemm_choice import GemmBackend, recommend_gemm_backends
+from ptkit.loading.routes import OpRoute, format_routes
+from ptkit.runtime.compiling import compile_support
 
 __all__ = [
     "Device",
@@ -113,8 +114,8 @@ def _devices() -> tuple[Device, ...]:
 
 def profile() -> RuntimeProfile:
     """The profile of this process's machine and torch (cheap: nothing is compiled)."""
-    from ptkit.distributed import distributed_backend_plan
-    from ptkit.graphs import capture_plan
+    from ptkit.runtime.distributed import distributed_backend_plan
+    from ptkit.runtime.graphs import capture_plan
     from ptkit.runtime.session import explain
 
     devices = _devices()

@@ -6,7 +6,7 @@ substitutions: ``{{name}}`` (the package and op namespace), ``{{ptkit_version}}`
 ptkit that wrote it: the oldest the project may build with) and
 ``{{ptkit_requirement}}``; and one kind of block, ``{{#backend}} … {{/backend}}``, kept
 only when that backend was chosen. The cibuildwheel configuration and the release
-workflow are not templates: :mod:`ptkit.build.matrix` generates them from the new
+workflow are not templates: :mod:`ptkit.release.matrix` generates them from the new
 project's recipes, as ``ptkit matrix --write`` would.
 
 Everything is written into a temporary folder beside the target and renamed into place
@@ -127,9 +127,9 @@ def _wanted(relative: str, backends: Sequence[str]) -> bool:
 
 
 def _ptkit_base_version() -> str:
-    from ptkit._version import BASE_VERSION
+    from ptkit._version import __version__
 
-    return BASE_VERSION
+    return __version__
 
 
 def _write_files(root: Path, name: str, backends: Sequence[str]) -> list[str]:
@@ -157,7 +157,7 @@ def _write_files(root: Path, name: str, backends: Sequence[str]) -> list[str]:
 def _generate_release_files(root: Path) -> list[str]:
     """ci/cibuildwheel/<variant>.toml, .github/workflows/release.yml and the recipe
     schema: ptkit's matrix generator run on the new project (``ptkit matrix --write``)."""
-    from ptkit.build.matrix import MatrixError, generate, load_plan, write_generated
+    from ptkit.release.matrix import MatrixError, generate, load_plan, write_generated
 
     try:
         plan = load_plan(root)

@@ -4,12 +4,12 @@ loader would decide for each here, with the loader's own rules.
 ``import ptkit`` decides from ``TorchFacts.from_torch()``; the doctor builds the same
 facts from torch's files (``TorchInstall``) and the probed devices (``Machine``), then
 runs ``ptkit.runtime.loader.decide_without_loading`` (rules 1-5: switches, platform,
-backend and devices, stable ABI, file integrity) and ``ptkit.runtime.routing.routes``
+backend and devices, stable ABI, file integrity) and ``ptkit.loading.routes.routes``
 with the dispatcher's answer predicted from those decisions. Nothing is loaded and torch
 is not imported. ``LoadStatus.LOADED`` here means "would load".
 
 The packages are ptkit and every package of the ``ptkit.packages`` entry-point group
-(``ptkit.runtime.packages.discover_packages``: the ``*.dist-info/entry_points.txt`` files
+(``ptkit.loading.packages.discover_packages``: the ``*.dist-info/entry_points.txt`` files
 on the path, read directly, about 2 ms), each located without importing it;
 ``probe_packages(packages=…)`` takes any ``name -> package folder`` map instead.
 """
@@ -24,22 +24,12 @@ from pathlib import Path
 from ptkit.doctor.model import LibraryFacts, PackageFacts, RouteFacts, TorchInstall
 from ptkit.doctor.probes.distributions import normalize
 from ptkit.hardware.facts import Machine
-from ptkit.runtime.loader import (
-    LoadDecision,
-    LoadStatus,
-    TorchFacts,
-    decide_without_loading,
-    machine_platform,
-)
-from ptkit.runtime.manifest import Manifest, ManifestError, find_manifests, read_manifest
-from ptkit.runtime.packages import (
-    NATIVE_FOLDER,
-    discover_packages,
-    locate_package,
-    unsupported_reason,
-)
-from ptkit.runtime.routing import predicted_has_kernel, routes
-from ptkit.runtime.switches import RuntimeSwitches
+from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
+from ptkit.loading.packages import NATIVE_FOLDER, discover_packages, locate_package
+from ptkit.loading.routes import predicted_has_kernel, routes
+from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
+from ptkit.loading.switches import RuntimeSwitches
+from ptkit.platforms import manifest_platform
 
 __all__ = [
     "NATIVE_FOLDER",
@@ -60,7 +50,7 @@ def _macos_major() -> int | None:
 def torch_facts_from(
     torch: TorchInstall, machine: Machine | None, *, macos_major: int | None = None
 ) -> tuple[TorchFacts, tuple[str, ...]] | None:
-    """The facts ``TorchFacts.from_torch()`` would return in a process that imports this
+    """The facts ``ptkit.runtime.loader.torch_facts()`` would return in a process that imports this
     torch on this machine, and notes on what could not be predicted; None when torch's
     version is unknown (torch missing or broken: ``import ptkit`` fails before any
     library loads)."""
@@ -176,7 +166,7 @@ def _package_version(name: str, location: Path) -> tuple[str, str | None]:
         text = (location / "_version.py").read_text(encoding="utf-8")
     except OSError:
         return "unknown", None
-    match = re.search(r"^BASE_VERSION\s*=\s*[\"']([^\"']+)[\"']", text, re.MULTILINE)
+    match = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text, re.MULTILINE)
     return (match.group(1) if match else "unknown"), None
 
 
@@ -218,10 +208,6 @@ def probe_package(
             )
             continue
         facts, notes = predicted
-        unsupported = unsupported_reason(name, manifest)
-        if unsupported is not None:
-            decisions.append(LoadDecision(path, LoadStatus.SKIPPED, unsupported, manifest))
-            continue
         decision = decide_without_loading(manifest, facts, switches, this_platform)
         if notes and manifest.backend in ("cuda", "hip"):
             decision = LoadDecision(
@@ -285,14 +271,16 @@ def probe_packages(
     declared package that cannot be found is left out."""
     switches = RuntimeSwitches.from_environ(environ)
     this_platform = (
-        f"{machine.system}-{machine.machine}".lower() if machine is not None else machine_platform()
+        f"{machine.system}-{machine.machine}".lower()
+        if machine is not None
+        else manifest_platform()
     )
     versions: dict[str, str] = {}
     if packages is None:
         if names is None:
             entries = discover_packages(paths)
             versions = {e.module: e.version for e in entries}
-            modules = list(dict.fromkeys(["ptkit", *(e.module for e in entries)]))
+            modules = list(dict.fromkeys(e.module for e in entries))
         else:
             modules = list(names)
         found = {n: locate_package(n) for n in modules}

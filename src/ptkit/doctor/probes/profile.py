@@ -9,11 +9,11 @@ import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
+from ptkit.degradation.distributed_choice import choose_backends
+from ptkit.degradation.gemm_choice import recommend_gemm_backends
 from ptkit.doctor.model import ProfileFacts, TorchInstall
 from ptkit.doctor.probes.packages import torch_facts_from
 from ptkit.hardware.facts import Machine
-from ptkit.runtime.distributed_choice import choose_backends
-from ptkit.runtime.gemm_choice import recommend_gemm_backends
 
 __all__ = ["predicted_backends", "probe_profile"]
 

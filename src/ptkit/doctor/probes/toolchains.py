@@ -21,7 +21,7 @@ from ptkit.doctor.model import ToolchainFacts
 from ptkit.hardware.commands import CommandResult, run_command
 
 if TYPE_CHECKING:
-    from ptkit.build.recipes import Recipe
+    from ptkit.recipes.model import Recipe
 
 __all__ = [
     "cuda_could_build",

@@ -182,7 +182,7 @@ def cuda_runtimes(
 def _compile_verdict(version: str | None, paths: Sequence[str]) -> tuple[bool | None, str | None]:
     if version is None:
         return None, "not evaluated: torch's version is unknown"
-    from ptkit.runtime.compile_checks import compile_support
+    from ptkit.degradation.compile_rules import compile_support
 
     triton = any((Path(p or ".") / "triton" / "__init__.py").is_file() for p in paths)
     try:

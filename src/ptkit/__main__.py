@@ -1,0 +1,5 @@
+"""``python -m ptkit``: the ``ptkit`` command."""
+
+from ptkit.cli import main
+
+main()

@@ -1,0 +1,75 @@
+"""``python -m ptkit.backends``: the backend rules for CMake, which never re-derives them.
+
+``request BACKEND --targets T --optional O``
+    The targets a build asks for: the CMake call's (``T``, ``O``: CMake lists), or the
+    backend's override variable (``PTKIT_CUDA_ARCHS`` …) when it is set. Prints
+    ``TARGETS=…``, ``OPTIONAL=…`` and ``SOURCE=…``; a bad override exits 1 with the reason.
+``resolve BACKEND --targets T --optional O --source S --supported L --compiler C [--toolkit-fix F]``
+    Those targets against what the compiler builds (``L``). Prints ``BUILT=…``,
+    ``DROPPED=…`` and the manifest's target lists (``SASS=…``, ``PTX=…``; ``GFX=…``), or
+    ``ERROR=…`` (exit 0: CMake prints the build report before it fails).
+
+Lists are CMake lists (``;``-separated), one ``KEY=value`` per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ptkit.backends import TargetError, TargetRequest, UnknownBackendError, get_backend
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(item for item in value.split(";") if item.strip())
+
+
+def _print(key: str, values: tuple[str, ...] | str) -> None:
+    text = values if isinstance(values, str) else ";".join(values)
+    print(f"{key}={' '.join(text.splitlines())}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ptkit.backends")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("request", "resolve"):
+        command = commands.add_parser(name)
+        command.add_argument("backend")
+        command.add_argument("--targets", default="")
+        command.add_argument("--optional", default="")
+    resolve = commands.choices["resolve"]
+    resolve.add_argument("--source", default="recipe")
+    resolve.add_argument("--supported", default="")
+    resolve.add_argument("--compiler", required=True)
+    resolve.add_argument("--toolkit-fix", default="")
+    args = parser.parse_args(argv)
+    try:
+        backend = get_backend(args.backend)
+        if args.command == "request":
+            request = backend.requested_targets(
+                _list(args.targets), _list(args.optional), os.environ
+            )
+            _print("TARGETS", request.targets)
+            _print("OPTIONAL", request.optional)
+            _print("SOURCE", request.source)
+            return 0
+        request = TargetRequest(_list(args.targets), _list(args.optional), args.source)
+        resolution = backend.resolve(
+            request, _list(args.supported), args.compiler, args.toolkit_fix
+        )
+    except (TargetError, UnknownBackendError) as exc:
+        print(f"ptkit: {exc}", file=sys.stderr)
+        return 1
+    if resolution.error:
+        _print("ERROR", resolution.error)
+        return 0
+    _print("BUILT", resolution.built)
+    _print("DROPPED", resolution.dropped)
+    for key, values in backend.manifest_targets(resolution.built).items():
+        _print(key.upper(), values)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

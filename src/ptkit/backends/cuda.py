@@ -1,0 +1,323 @@
+"""NVIDIA GPUs: CUDA targets, their coverage rules, the toolkit and the driver.
+
+Targets: ``sm_XY`` is SASS (``a``: arch-specific, ``f``: family-specific variants) and
+``compute_XY`` is PTX. Coverage:
+
+- SASS ``sm_XY`` runs on devices of the same major X with minor >= Y (``sm_90`` on 9.0;
+  ``sm_120`` on 12.0 and 12.1). ``sm_XYa`` runs on X.Y only. ``sm_XYf`` runs on the
+  family, like plain SASS.
+- PTX ``compute_XY`` is JIT-compiled by the driver for any device with capability
+  >= X.Y, provided the driver understands the PTX of the toolkit that produced it
+  (driver CUDA version >= toolkit version). ``compute_XYa`` PTX runs on X.Y only.
+
+Overrides: ``PTKIT_CUDA_ARCHS`` in ``TORCH_CUDA_ARCH_LIST`` style (``9.0;10.0+PTX;9.0a``,
+entries separated by ``;`` or spaces), replacing a build's targets.
+
+Drivers: a CUDA X.y runtime needs a driver of the branch that first supported X.0
+(CUDA's minor-version compatibility), ``DRIVER_CUDA`` below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from ptkit.backends.base import Backend, Coverage, Device, TargetError, TorchBuild, version_pair
+
+__all__ = [
+    "DRIVER_CUDA",
+    "CudaBackend",
+    "CudaTarget",
+    "cuda_version_for_driver",
+    "driver_problem",
+    "min_driver_branch",
+    "parse_cuda_target",
+]
+
+# The one spelling of a CUDA target (recipes, manifests, CMake's requests, nvcc's lists).
+_TARGET = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+# One entry of a TORCH_CUDA_ARCH_LIST-style string: 9.0, 10.0a, 12.0f, 12.0+PTX.
+_ARCH_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
+
+# The oldest toolkit that builds each compute capability (CUDA release notes).
+_FIRST_TOOLKIT: dict[int, str] = {
+    90: "11.8",
+    100: "12.8",
+    101: "12.8",
+    103: "12.9",
+    107: "13.5",
+    110: "13.0",
+    120: "12.8",
+    121: "12.9",
+}
+# Compute capabilities a toolkit no longer builds, and the last one that did: CUDA 13.0
+# removed offline compilation below 7.5 (Maxwell, Pascal, Volta), 12.0 removed Kepler.
+_LAST_TOOLKIT: tuple[tuple[range, str], ...] = (
+    (range(50, 75), "12.9"),
+    (range(35, 38), "11.8"),
+    (range(30, 33), "10.2"),
+)
+
+# Driver branch -> the newest CUDA version its drivers support, newest first: the
+# minimum Linux driver of each CUDA toolkit release (CUDA Toolkit release notes, table
+# "CUDA Toolkit and Corresponding Driver Versions"; 13.0 GA needs >= 580.65.06, 12.8
+# >= 570.26 …). A branch between two rows gets the lower row, and one newer than the
+# first row gets the first row: a lower bound, never more than the driver supports.
+# NVML and nvidia-smi give the exact value and are asked first.
+DRIVER_CUDA: tuple[tuple[int, tuple[int, int]], ...] = (
+    (580, (13, 0)),
+    (575, (12, 9)),
+    (570, (12, 8)),
+    (560, (12, 6)),
+    (555, (12, 5)),
+    (550, (12, 4)),
+    (545, (12, 3)),
+    (535, (12, 2)),
+    (530, (12, 1)),
+    (525, (12, 0)),
+    (520, (11, 8)),
+    (515, (11, 7)),
+    (510, (11, 6)),
+    (495, (11, 5)),
+    (470, (11, 4)),
+    (465, (11, 3)),
+    (460, (11, 2)),
+    (455, (11, 1)),
+    (450, (11, 0)),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaTarget:
+    kind: str  # "sm" (SASS) or "compute" (PTX)
+    major: int
+    minor: int
+    suffix: str  # "", "a" or "f"
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        return (self.major, self.minor)
+
+    @property
+    def base(self) -> str:
+        """Without the a/f suffix: what ``nvcc --list-gpu-code`` lists."""
+        return f"{self.kind}_{self.major}{self.minor}"
+
+
+def parse_cuda_target(name: str) -> CudaTarget:
+    match = _TARGET.match(name)
+    if match is None:
+        raise TargetError(
+            f"not a CUDA target: {name!r} (expected sm_90, sm_90a, sm_100f or compute_120)"
+        )
+    kind, major, minor, suffix = match.groups()
+    return CudaTarget(kind, int(major), int(minor), suffix)
+
+
+def _arch(capability: tuple[int, int]) -> str:
+    return f"sm_{capability[0]}{capability[1]}"
+
+
+def cuda_version_for_driver(version: str) -> tuple[int, int] | None:
+    """The CUDA version a driver supports at least (``DRIVER_CUDA``); None before 450."""
+    try:
+        branch = int(version.split(".")[0])
+    except ValueError:
+        return None
+    for first, cuda in DRIVER_CUDA:
+        if branch >= first:
+            return cuda
+    return None
+
+
+def min_driver_branch(cuda_major: int) -> int | None:
+    """The oldest driver branch that supports CUDA ``cuda_major``.0 (13 -> 580): CUDA's
+    minor-version compatibility lets every 13.x runtime run on a 13.0 driver."""
+    branches = [branch for branch, cuda in DRIVER_CUDA if cuda[0] == cuda_major]
+    return min(branches) if branches else None
+
+
+def driver_problem(
+    needs: str, cuda_major: int, driver: str | None, driver_cuda: tuple[int, int] | None
+) -> str | None:
+    """The driver rule, for ``select`` (a variant's toolkit) and the doctor (torch's CUDA):
+    why the driver (version ``driver``, supporting CUDA ``driver_cuda``) cannot run CUDA
+    ``cuda_major``.x code, or None. ``needs`` names what needs it (``cu13``, ``torch …``)."""
+    branch = min_driver_branch(cuda_major)
+    need = f"driver >= {branch}" if branch else f"a driver for CUDA {cuda_major}.x"
+    if driver is None and driver_cuda is None:
+        return (
+            f"no NVIDIA driver is loaded (no /proc/driver/nvidia/version, no NVML or "
+            f"nvidia-smi answer); {needs} needs {need}: install it"
+        )
+    if driver_cuda is None:
+        return f"the CUDA version of NVIDIA driver {driver} is unknown; {needs} needs {need}"
+    if driver_cuda < (cuda_major, 0):
+        return (
+            f"NVIDIA driver {driver or '?'} supports CUDA {driver_cuda[0]}.{driver_cuda[1]}; "
+            f"{needs} (CUDA {cuda_major}.x) needs {need}: upgrade the NVIDIA driver"
+        )
+    return None
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    title = "CUDA"
+    device_type = "cuda"
+    dispatch_key = "CUDA"
+    device_kind = "nvidia"
+    device_kind_title = "NVIDIA GPU"
+    target_field = "cuda"
+    target_example = "sm_90, sm_90a, sm_100f or compute_120"
+    override_variable = "PTKIT_CUDA_ARCHS"
+    release_platforms = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64")
+    runtime_libraries: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "linux": ("libtorch_cuda.so", "libc10_cuda.so", "libcudart.so.*"),
+        "windows": ("torch_cuda.dll", "c10_cuda.dll", "cudart64_*.dll"),
+    }
+    toolkit_name = "cuda"
+
+    def target_problem(self, target: str) -> str | None:
+        if _TARGET.match(target):
+            return None
+        return f"{target!r} is not a CUDA target (expected {self.target_example})"
+
+    def manifest_targets(self, targets: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        return {
+            "sass": tuple(t for t in targets if t.startswith("sm_")),
+            "ptx": tuple(t for t in targets if t.startswith("compute_")),
+        }
+
+    def parse_override(self, value: str) -> tuple[str, ...]:
+        """``9.0;10.0+PTX;9.0a`` -> sm_90, sm_100, compute_100, sm_90a."""
+        where = f"{self.override_variable}={value!r}"
+        if "," in value:
+            raise TargetError(
+                f"{where}: separate the entries with ';' or spaces, as TORCH_CUDA_ARCH_LIST "
+                "does (9.0;10.0), not ','"
+            )
+        targets: list[str] = []
+        for item in re.split(r"[;\s]+", value.strip()):
+            if not item:
+                continue
+            match = _ARCH_ENTRY.match(item)
+            if match is None:
+                raise TargetError(
+                    f"{where}: {item!r} is not a compute capability (expected entries like "
+                    "9.0, 10.0a, 12.0f or 12.0+PTX)"
+                )
+            cc = f"{match.group(1)}{match.group(2)}{match.group(3)}"
+            targets.append(f"sm_{cc}")
+            if match.group(4):
+                targets.append(f"compute_{cc}")
+        if not targets:
+            raise TargetError(f"{where}: names no compute capability")
+        return tuple(targets)
+
+    def supports(self, target: str, supported: set[str]) -> bool:
+        # nvcc lists base targets; an a/f variant exists wherever its base does.
+        return parse_cuda_target(target).base in supported
+
+    def missing_target_reason(self, target: str) -> str:
+        cc = int(f"{parse_cuda_target(target).major}{parse_cuda_target(target).minor}")
+        for removed, last in _LAST_TOOLKIT:
+            if cc in removed:
+                return f"was removed from newer toolkits (the last CUDA that builds it is {last})"
+        first = _FIRST_TOOLKIT.get(cc)
+        return f"needs CUDA >= {first}" if first else "needs a newer CUDA toolkit"
+
+    def coverage(
+        self,
+        device: Device,
+        targets: Mapping[str, Sequence[str]],
+        *,
+        toolkit_version: tuple[int, int] | None = None,
+        driver_version: tuple[int, int] | None = None,
+    ) -> Coverage:
+        if device.arch is None:
+            return Coverage(False, f"{device.label}: its compute capability is unknown")
+        capability = parse_cuda_target(device.arch).capability
+        sass, ptx = tuple(targets.get("sass", ())), tuple(targets.get("ptx", ()))
+        for name in sass:
+            t = parse_cuda_target(name)
+            exact = t.suffix == "a"
+            if t.major == capability[0] and (
+                t.minor == capability[1] if exact else t.minor <= capability[1]
+            ):
+                return Coverage(True, f"SASS {name}")
+        ptx_targets = [parse_cuda_target(name) for name in ptx]
+        jit = [
+            t
+            for t in ptx_targets
+            if t.capability == capability or (t.suffix != "a" and t.capability < capability)
+        ]
+        if not jit:
+            return Coverage(
+                False, f"{_arch(capability)} is not covered: {self.describe_targets(targets)}"
+            )
+        best = max(jit, key=lambda t: t.capability)
+        name = f"compute_{best.major}{best.minor}{best.suffix}"
+        if driver_version is None:
+            return Coverage(
+                False,
+                f"{_arch(capability)} has no SASS here and the driver version is unknown, so "
+                f"PTX {name} JIT is not assumed",
+            )
+        toolkit = toolkit_version or (0, 0)
+        if driver_version < toolkit:
+            return Coverage(
+                False,
+                f"{_arch(capability)} needs a JIT of PTX {name}, made by CUDA "
+                f"{toolkit[0]}.{toolkit[1]}, but the driver supports CUDA "
+                f"{driver_version[0]}.{driver_version[1]}; upgrade the NVIDIA driver",
+            )
+        return Coverage(True, f"PTX {name} (JIT by the driver)")
+
+    def describe_targets(self, targets: Mapping[str, Sequence[str]]) -> str:
+        sass, ptx = tuple(targets.get("sass", ())), tuple(targets.get("ptx", ()))
+        built = (
+            f"built for {sass[0]}…{sass[-1]}"
+            if len(sass) > 1
+            else f"built for {', '.join(sass) or 'no SASS'}"
+        )
+        return f"{built}, PTX {', '.join(ptx) or 'none'}"
+
+    def sort_key(self, target: str) -> tuple[int, int, str]:
+        """SASS before PTX, each by compute capability (sm_90 < sm_100)."""
+        t = parse_cuda_target(target)
+        return (0 if t.kind == "sm" else 1, t.major * 10 + t.minor, target)
+
+    def listed_targets(self, text: str) -> tuple[str, ...]:
+        """The targets in ``nvcc --list-gpu-code`` / ``--list-gpu-arch`` output, sorted."""
+        found = {word for word in text.split() if _TARGET.match(word)}
+        return tuple(sorted(found, key=self.sort_key))
+
+    def torch_runtime(self, torch: TorchBuild) -> str | None:
+        return torch.cuda
+
+    def built_into(self, torch: TorchBuild) -> bool:
+        return bool(torch.cuda)
+
+    def torch_absent_reason(self, torch: TorchBuild) -> str | None:
+        if torch.cuda:
+            return None
+        kind = f"a ROCm build (HIP {torch.hip})" if torch.hip else "not a CUDA build"
+        return f"torch {torch.version} is {kind}"
+
+    def variant_properties(self, targets: Sequence[str], toolkit_version: str) -> list[str]:
+        major = version_pair(toolkit_version + ".0")
+        if major is None:
+            raise TargetError(
+                f"[toolkit] version must be the CUDA version (13.5), got {toolkit_version!r}"
+            )
+        properties = [f"nvidia :: cuda_version_lower_bound :: {major[0]}"]
+        for name in targets:
+            t = parse_cuda_target(name)
+            kind = "real" if t.kind == "sm" else "virtual"
+            properties.append(f"nvidia :: sm_arch :: {t.major}{t.minor}_{kind}")
+        return sorted(set(properties))
+
+
+BACKEND = CudaBackend()

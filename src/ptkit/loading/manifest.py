@@ -1,0 +1,177 @@
+"""Native library manifests: parsed and checked without importing or loading anything.
+
+The JSON schema beside this file documents the format; this parser enforces the
+same rules with the standard library only (jsonschema is not a runtime dependency;
+the test suite checks the two agree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ptkit.backends import BACKENDS
+
+__all__ = [
+    "MANIFEST_SUFFIX",
+    "Manifest",
+    "ManifestError",
+    "file_sha256",
+    "find_manifests",
+    "read_manifest",
+]
+
+MANIFEST_SUFFIX = ".manifest.json"
+SCHEMA_VERSION = 1
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_TARGET_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)$")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be trusted; the message names the file and the problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    path: Path
+    package: str
+    namespace: str
+    library: str
+    backend: str
+    variant: str
+    toolkit: dict[str, str]
+    targets: dict[str, tuple[str, ...]]
+    dropped_targets: tuple[str, ...]
+    torch_target_version: tuple[int, int]
+    torch_built_with: str
+    platform: str
+    ops: dict[str, tuple[str, ...]]
+    sha256: str
+
+    @property
+    def library_path(self) -> Path:
+        return self.path.parent / self.library
+
+    @property
+    def torch_target_version_str(self) -> str:
+        return "{}.{}".format(*self.torch_target_version)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "package": self.package,
+            "namespace": self.namespace,
+            "library": self.library,
+            "backend": self.backend,
+            "variant": self.variant,
+            "toolkit": dict(self.toolkit),
+            "targets": {k: list(v) for k, v in self.targets.items()},
+            "dropped_targets": list(self.dropped_targets),
+            "torch": {
+                "target_version": self.torch_target_version_str,
+                "built_with": self.torch_built_with,
+            },
+            "platform": self.platform,
+            "ops": {k: list(v) for k, v in self.ops.items()},
+            "sha256": self.sha256,
+        }
+
+
+def _require(data: dict[str, Any], key: str, kind: type, path: Path) -> Any:
+    if key not in data:
+        raise ManifestError(f"{path}: missing required field {key!r}")
+    value = data[key]
+    # bool is an int subclass; a JSON true is never a valid number here.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ManifestError(
+            f"{path}: field {key!r} must be {kind.__name__}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _str_list(value: Any, what: str, path: Path) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ManifestError(f"{path}: {what} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def parse_manifest(data: Any, path: Path) -> Manifest:
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    version = _require(data, "schema_version", int, path)
+    if version != SCHEMA_VERSION:
+        raise ManifestError(
+            f"{path}: schema_version {version} is not supported by this ptkit "
+            f"(it reads version {SCHEMA_VERSION}); upgrade ptkit or rebuild the library"
+        )
+    library = _require(data, "library", str, path)
+    if not library or "/" in library or "\\" in library or library in (".", ".."):
+        raise ManifestError(f"{path}: library must be a plain file name, got {library!r}")
+    backend = _require(data, "backend", str, path)
+    if backend not in BACKENDS:
+        raise ManifestError(
+            f"{path}: backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
+        )
+    torch_info = _require(data, "torch", dict, path)
+    target = torch_info.get("target_version")
+    match = _TARGET_VERSION.match(target) if isinstance(target, str) else None
+    if match is None:
+        raise ManifestError(f"{path}: torch.target_version must look like '2.10', got {target!r}")
+    sha256 = _require(data, "sha256", str, path)
+    if not _SHA256.match(sha256):
+        raise ManifestError(f"{path}: sha256 must be 64 lower-case hex digits, got {sha256!r}")
+    ops = _require(data, "ops", dict, path)
+    targets = _require(data, "targets", dict, path)
+    toolkit = _require(data, "toolkit", dict, path)
+    return Manifest(
+        path=path,
+        package=_require(data, "package", str, path),
+        namespace=_require(data, "namespace", str, path),
+        library=library,
+        backend=backend,
+        variant=_require(data, "variant", str, path),
+        toolkit={str(k): str(v) for k, v in toolkit.items()},
+        targets={str(k): _str_list(v, f"targets.{k}", path) for k, v in targets.items()},
+        dropped_targets=_str_list(
+            _require(data, "dropped_targets", list, path), "dropped_targets", path
+        ),
+        torch_target_version=(int(match.group(1)), int(match.group(2))),
+        torch_built_with=str(torch_info.get("built_with", "")),
+        platform=_require(data, "platform", str, path),
+        ops={str(k): _str_list(v, f"ops.{k}", path) for k, v in ops.items()},
+        sha256=sha256,
+    )
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Read one manifest; raise ``ManifestError`` naming the file and the problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}: not valid JSON: {exc}") from exc
+    return parse_manifest(data, path)
+
+
+def find_manifests(native_dir: Path) -> list[Path]:
+    """Manifests in a package's native folder, in a stable order."""
+    if not native_dir.is_dir():
+        return []
+    return sorted(native_dir.glob(f"*{MANIFEST_SUFFIX}"))
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks (libraries and wheels can be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

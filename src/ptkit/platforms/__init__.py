@@ -1,0 +1,61 @@
+"""The platforms: one module each (``linux``, ``macos``, ``windows``), behind one interface
+(``ptkit.platforms.base.Platform``), listed in one table, as cibuildwheel does.
+
+The loader (library names, the pre-``dlopen`` check, the manifest's platform), ``ptkit
+select`` (the release platform of this machine), the build pipeline (repair), the audit
+(binary format), the release matrix (tags, runners, repair commands) and CMake (ISA flags)
+ask this table. Standard library only.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+
+from ptkit.platforms import linux, macos, windows
+from ptkit.platforms.base import IsaLevel, Platform, ReleasePlatform
+
+__all__ = [
+    "PLATFORMS",
+    "RELEASE_PLATFORMS",
+    "IsaLevel",
+    "Platform",
+    "ReleasePlatform",
+    "current_platform",
+    "manifest_platform",
+    "platform_for_system",
+    "release_platform",
+    "release_platform_for",
+]
+
+PLATFORMS: dict[str, Platform] = {m.PLATFORM.name: m.PLATFORM for m in (linux, macos, windows)}
+# Every release platform, by its recipe name, in the order recipes list them.
+RELEASE_PLATFORMS: dict[str, ReleasePlatform] = {
+    release.name: release for p in PLATFORMS.values() for release in p.release_platforms
+}
+
+
+def platform_for_system(system: str) -> Platform | None:
+    """The platform whose ``platform.system()`` is ``system`` (``Linux``), or None."""
+    return next((p for p in PLATFORMS.values() if p.system == system), None)
+
+
+def release_platform(name: str) -> ReleasePlatform:
+    """A release platform by its recipe name; KeyError for an unknown one."""
+    return RELEASE_PLATFORMS[name]
+
+
+def release_platform_for(system: str, machine: str) -> ReleasePlatform | None:
+    """The release platform of an OS (``platform.system()``) and CPU (``platform.machine()``)."""
+    platform = platform_for_system(system)
+    return platform.release_platform_for(machine) if platform else None
+
+
+def current_platform() -> Platform | None:
+    """This machine's platform; None on an OS ptkit has no module for."""
+    return platform_for_system(_platform.system())
+
+
+def manifest_platform() -> str:
+    """This machine as manifests spell it: ``<system>-<processor>``, CMake's names in lower
+    case (``linux-x86_64``, ``darwin-arm64``, ``windows-amd64``)."""
+    return f"{_platform.system()}-{_platform.machine()}".lower()

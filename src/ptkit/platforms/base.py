@@ -1,0 +1,132 @@
+"""The interface every platform module fills in (``linux``, ``macos``, ``windows``).
+
+A platform is an operating system as a wheel sees it: what its native libraries are
+called and how they are built (binary format, compiler dialect, ISA flags), how a wheel
+is repaired (auditwheel, delocate, delvewheel) and audited, and which release platforms
+(an OS and a CPU, with the wheel tag, cibuildwheel's names and GitHub's runner) it has.
+Standard library only: the loader and CMake (``python -m ptkit.platforms``) use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+__all__ = ["IsaLevel", "Platform", "ReleasePlatform"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleasePlatform:
+    """One (OS, CPU) the release builds a wheel for."""
+
+    name: str
+    """The recipes' spelling (``manylinux_2_28_x86_64``)."""
+    os: str
+    """The platform module's name, also cibuildwheel's ``--platform`` (``linux``)."""
+    arch: str
+    """cibuildwheel's ``--archs`` (``x86_64``, ``aarch64``, ``arm64``, ``AMD64``)."""
+    machines: tuple[str, ...]
+    """What ``platform.machine()`` says on it (``x86_64``, ``amd64``)."""
+    manifest_platform: str
+    """The manifests' ``platform`` (``linux-x86_64``): CMake's system and processor."""
+    identifier: str
+    """The platform part of cibuildwheel's build identifiers (``manylinux_x86_64``)."""
+    runner: str
+    """The GitHub-hosted runner that builds natively for it."""
+    wheel_tag: str
+    """The repaired wheel's platform tag."""
+    image_option: str = ""
+    """cibuildwheel's option naming the manylinux image, for Linux."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IsaLevel:
+    """A CPU instruction-set level the CPU kernels can be compiled for."""
+
+    name: str
+    """``x86-64-v3``; ``default`` is the baseline of every CPU of the architecture."""
+    flags: dict[str, tuple[str, ...]]
+    """Compiler dialect (``gnu``: GCC and Clang, ``msvc``) -> its flags for the level."""
+
+
+class Platform:
+    name: ClassVar[str]
+    """``linux``, ``macos``, ``windows``: cibuildwheel's platform names."""
+    system: ClassVar[str]
+    """``platform.system()`` and CMake's ``CMAKE_SYSTEM_NAME`` there."""
+    binary_format: ClassVar[str]
+    """``ELF``, ``Mach-O`` or ``PE``."""
+    library_prefix: ClassVar[str] = "lib"
+    library_suffix: ClassVar[str]
+    """What a native kernel library (CMake target ``ptkit_cpu``) is called: ``libptkit_cpu.so``."""
+    repair_tool: ClassVar[str]
+    """The tool that makes a built wheel portable (``auditwheel``, ``delocate``, ``delvewheel``)."""
+    repair_note: ClassVar[str] = ""
+    """Why the repair leaves torch's libraries out, for the generated configuration."""
+    release_platforms: ClassVar[tuple[ReleasePlatform, ...]] = ()
+    toolkit_dir: ClassVar[str] = ""
+    """Where a release job installs a recipe's pip toolkit (a venv), on the build machine."""
+    toolkit_site: ClassVar[str] = ""
+    """That venv's site-packages."""
+    build_environment: ClassVar[dict[str, str]] = {}
+    """Environment every release build on this OS needs."""
+
+    _native_pattern: ClassVar[re.Pattern[str]]
+
+    def library_file(self, target: str) -> str:
+        """The file CMake writes for a kernel library target: ``libptkit_cpu.so``."""
+        return f"{self.library_prefix}{target}{self.library_suffix}"
+
+    def is_native_library(self, file_name: str) -> bool:
+        """Whether a wheel entry is a native library of this platform."""
+        return bool(self._native_pattern.search(file_name))
+
+    def library_problem(self, path: Path) -> str | None:
+        """Why ``path`` cannot be loaded here (truncated, another CPU…), checked before
+        ``dlopen``; None when it looks loadable. The default checks nothing."""
+        return None
+
+    def repair_command(self, excludes: Sequence[str]) -> str:
+        """The repair tool's command line for cibuildwheel (``{wheel}``, ``{dest_dir}``),
+        leaving out the libraries matching ``excludes``."""
+        raise NotImplementedError
+
+    def compiler_dialect(self, compiler_id: str) -> str:
+        """``gnu`` or ``msvc`` for CMake's ``CMAKE_CXX_COMPILER_ID``."""
+        return "msvc" if compiler_id == "MSVC" else "gnu"
+
+    def isa_levels(self, processor: str) -> tuple[IsaLevel, ...]:
+        """The ISA levels of a processor (CMake's ``CMAKE_SYSTEM_PROCESSOR``), best first,
+        ``default`` last."""
+        return isa_levels(processor)
+
+    def release_platform_for(self, machine: str) -> ReleasePlatform | None:
+        for release in self.release_platforms:
+            if machine.lower() in release.machines:
+                return release
+        return None
+
+    @staticmethod
+    def _quoted(items: Sequence[str]) -> str:
+        return " ".join(shlex.quote(item) for item in items)
+
+
+_X86_64_LEVELS = (
+    IsaLevel(
+        "x86-64-v4", {"gnu": ("-march=x86-64-v4", "-mtune=generic"), "msvc": ("/arch:AVX512",)}
+    ),
+    IsaLevel("x86-64-v3", {"gnu": ("-march=x86-64-v3", "-mtune=generic"), "msvc": ("/arch:AVX2",)}),
+    IsaLevel("x86-64-v2", {"gnu": ("-march=x86-64-v2", "-mtune=generic"), "msvc": ()}),
+    IsaLevel("default", {"gnu": (), "msvc": ()}),
+)
+_BASELINE_ONLY = (IsaLevel("default", {"gnu": (), "msvc": ()}),)
+_PROCESSORS = {"x86_64": _X86_64_LEVELS, "amd64": _X86_64_LEVELS}
+
+
+def isa_levels(processor: str) -> tuple[IsaLevel, ...]:
+    """The ISA levels ptkit knows for a processor; other processors have the baseline."""
+    return _PROCESSORS.get(processor.lower(), _BASELINE_ONLY)

@@ -1,0 +1,55 @@
+"""Linux: ELF shared objects, auditwheel, manylinux tags.
+
+The release's tag is ``manylinux_2_28`` because torch's own Linux wheels are (an older
+tag would promise what torch does not); a local build gets the tag its machine's glibc
+allows (``auditwheel show``), never one relabelled by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ptkit.platforms.base import Platform, ReleasePlatform
+from ptkit.platforms.elf import elf_problem
+
+__all__ = ["LinuxPlatform"]
+
+
+class LinuxPlatform(Platform):
+    name = "linux"
+    system = "Linux"
+    binary_format = "ELF"
+    library_suffix = ".so"
+    repair_tool = "auditwheel"
+    repair_note = (
+        "torch and its GPU runtime are not grafted: they come with torch. --only-plat:\n"
+        "tagged exactly as the image (AUDITWHEEL_PLAT, manylinux_2_28_<arch>), as the recipe says."
+    )
+    release_platforms = (
+        ReleasePlatform(
+            "manylinux_2_28_x86_64", "linux", "x86_64", ("x86_64", "amd64"), "linux-x86_64",
+            "manylinux_x86_64", "ubuntu-24.04", "manylinux_2_28_x86_64", "manylinux-x86_64-image",
+        ),
+        ReleasePlatform(
+            "manylinux_2_28_aarch64", "linux", "aarch64", ("aarch64", "arm64"), "linux-aarch64",
+            "manylinux_aarch64", "ubuntu-24.04-arm", "manylinux_2_28_aarch64",
+            "manylinux-aarch64-image",
+        ),
+    )  # fmt: skip
+    # A venv of the manylinux image's CPython 3.12, like scripts/bootstrap's .toolchains/.
+    toolkit_dir = "/opt/ptkit-toolkit"
+    toolkit_site = "/opt/ptkit-toolkit/lib/python3.12/site-packages"
+    toolkit_python = "/opt/python/cp312-cp312/bin/python"
+    _native_pattern = re.compile(r"\.so(\.\d+)*$")
+
+    def library_problem(self, path: Path) -> str | None:
+        return elf_problem(path)
+
+    def repair_command(self, excludes: Sequence[str]) -> str:
+        flags = " ".join(f"--exclude {self._quoted([lib])}" for lib in excludes)
+        return f"auditwheel repair --only-plat {flags} -w {{dest_dir}} {{wheel}}"
+
+
+PLATFORM = LinuxPlatform()

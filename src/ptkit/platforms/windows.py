@@ -1,0 +1,44 @@
+"""Windows (x86-64): PE DLLs, delvewheel, ``win_amd64`` tags, MSVC's flags.
+
+Filled in as far as the release configuration needs it; building, auditing (PE imports
+and exports) and loading on Windows are not done yet: a PE library is reported as not
+audited rather than passed unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ptkit.platforms.base import Platform, ReleasePlatform
+
+__all__ = ["WindowsPlatform"]
+
+
+class WindowsPlatform(Platform):
+    name = "windows"
+    system = "Windows"
+    binary_format = "PE"
+    library_prefix = ""
+    library_suffix = ".dll"
+    repair_tool = "delvewheel"
+    repair_note = "torch's DLLs (and its GPU runtime's) are loaded by `import torch`, not bundled."
+    release_platforms = (
+        ReleasePlatform(
+            "win_amd64", "windows", "AMD64", ("amd64", "x86_64"), "windows-amd64", "win_amd64",
+            "windows-2025", "win_amd64",
+        ),
+    )  # fmt: skip
+    toolkit_dir = "C:\\ptkit-toolkit"
+    toolkit_site = "C:/ptkit-toolkit/Lib/site-packages"
+    # Compiler launchers need a Ninja build (the Visual Studio generator ignores them).
+    build_environment: ClassVar[dict[str, str]] = {"CMAKE_GENERATOR": "Ninja"}
+    _native_pattern = re.compile(r"\.(dll|pyd)$")
+
+    def repair_command(self, excludes: Sequence[str]) -> str:
+        flags = " ".join(f"--exclude {lib}" for lib in excludes)
+        return f"delvewheel repair {flags} -w {{dest_dir}} {{wheel}}"
+
+
+PLATFORM = WindowsPlatform()

@@ -1,3 +1,0 @@
-from ptkit_cli import main
-
-main()

@@ -1,0 +1,122 @@
+"""ptkit-ops: ptkit's reference ops ``rms_norm``, ``fused_linear`` and ``silu_and_mul``.
+
+Each is a ``torch.ops.ptkit.*`` custom op: native kernels serve the devices they
+were built and loaded for, the pure-PyTorch reference serves every other device,
+and ``torch.compile(fullgraph=True)`` / ``torch.export`` trace them.
+``ptkit.runtime.explain("ptkit_ops")`` says which implementation serves which device.
+
+This distribution is built with the ptkit toolkit like any other extension project
+(``CMakeLists.txt``, ``recipes/``, one wheel per platform and variant): importing it
+defines the ops, then ``ptkit.runtime.load_package`` loads the native libraries in
+``_native/`` whose manifests match this machine. It never fails because of a native
+library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import ptkit.runtime
+from ptkit_ops._checks import ACTIVATIONS, SUPPORTED_DTYPES
+from ptkit_ops._library import (
+    NAMESPACE,
+    SCHEMAS,
+    fused_linear_reference,
+    rms_norm_reference,
+    silu_and_mul_reference,
+)
+from ptkit_ops._metal import register_metal_kernels
+
+__all__ = [
+    "ACTIVATIONS",
+    "NAMESPACE",
+    "OPS",
+    "SCHEMAS",
+    "SUPPORTED_DTYPES",
+    "__version__",
+    "fused_linear",
+    "fused_linear_reference",
+    "rms_norm",
+    "rms_norm_reference",
+    "silu_and_mul",
+    "silu_and_mul_reference",
+]
+
+OPS = tuple(SCHEMAS)
+
+# Bound once: attribute lookups on torch.ops cost more than the small ops themselves.
+_rms_norm = torch.ops.ptkit.rms_norm.default
+_fused_linear = torch.ops.ptkit.fused_linear.default
+_silu_and_mul = torch.ops.ptkit.silu_and_mul.default
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Root-mean-square normalisation over the last dimension.
+
+    ``y = x * rsqrt(mean(x**2, dim=-1) + eps) * weight``, accumulated in float32.
+
+    Args:
+        x: ``[..., hidden]``, float32, float16 or bfloat16.
+        weight: ``[hidden]``, same dtype and device as ``x``.
+        eps: added to the mean square before the reciprocal square root (>= 0).
+
+    Returns:
+        A tensor of ``x``'s shape and dtype.
+    """
+    out: torch.Tensor = _rms_norm(x, weight, eps)
+    return out
+
+
+def fused_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str = "none",
+) -> torch.Tensor:
+    """``activation(x @ weight.T + bias)`` in one op.
+
+    Decode shapes (at most 16 rows of ``x``) take a GEMV kernel with the bias and
+    activation fused; larger inputs use the library GEMM plus a fused epilogue.
+
+    Args:
+        x: ``[..., in_features]``, float32, float16 or bfloat16.
+        weight: ``[out_features, in_features]``, same dtype and device as ``x``.
+        bias: optional ``[out_features]``.
+        activation: one of ``none``, ``relu``, ``gelu``, ``gelu_tanh``, ``silu``.
+
+    Returns:
+        ``[..., out_features]`` in ``x``'s dtype.
+    """
+    out: torch.Tensor = _fused_linear(x, weight, bias, activation)
+    return out
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """SwiGLU gating: ``silu(x[..., :d]) * x[..., d:]`` with ``d = x.shape[-1] // 2``.
+
+    Args:
+        x: ``[..., 2 * d]``, float32, float16 or bfloat16.
+
+    Returns:
+        ``[..., d]`` in ``x``'s dtype.
+    """
+    out: torch.Tensor = _silu_and_mul(x)
+    return out
+
+
+def _installed_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ptkit-ops")
+    except PackageNotFoundError:  # running from a source tree
+        return None
+
+
+__version__ = _installed_version() or ptkit.__version__
+
+# A source checkout has no native folder: the reference implementations serve.
+if (Path(__file__).resolve().parent / "_native").is_dir():
+    ptkit.runtime.load_package(__name__, metal_binding=register_metal_kernels)

@@ -1,0 +1,103 @@
+"""The ``ptkit`` operator namespace: schemas, reference and fake kernels.
+
+Schemas are defined here, once. The reference implementation is registered for
+every device (CompositeExplicitAutograd); a native library registers backend keys
+(CPU, CUDA …), which the dispatcher prefers, so any device without a usable native
+kernel still runs, correctly. The fake kernels let torch.compile and torch.export
+trace the ops without running them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ptkit_ops import _checks
+
+NAMESPACE = "ptkit"
+
+SCHEMAS: dict[str, str] = {
+    "rms_norm": "rms_norm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor",
+    "fused_linear": (
+        "fused_linear(Tensor x, Tensor weight, Tensor? bias=None, str activation='none') -> Tensor"
+    ),
+    "silu_and_mul": "silu_and_mul(Tensor x) -> Tensor",
+}
+
+# Kept alive for the life of the process: dropping it would unregister the schemas.
+_LIBRARY = torch.library.Library(NAMESPACE, "DEF")
+for _schema in SCHEMAS.values():
+    _LIBRARY.define(_schema)
+
+
+def _activate(y: torch.Tensor, activation: str) -> torch.Tensor:
+    if activation == "relu":
+        return F.relu(y)
+    if activation == "gelu":
+        return F.gelu(y)
+    if activation == "gelu_tanh":
+        return F.gelu(y, approximate="tanh")
+    if activation == "silu":
+        return F.silu(y)
+    return y
+
+
+def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    _checks.check_rms_norm(x, weight, eps)
+    xf = x.float()
+    inv = torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + eps)
+    return (xf * inv * weight.float()).to(x.dtype)
+
+
+def fused_linear_reference(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str = "none",
+) -> torch.Tensor:
+    _checks.check_fused_linear(x, weight, bias, activation)
+    # The GEMM in the input dtype (fp32 accumulation inside), the epilogue in fp32.
+    y = F.linear(x, weight, bias)
+    if activation == "none":
+        return y
+    return _activate(y.float(), activation).to(x.dtype)
+
+
+def silu_and_mul_reference(x: torch.Tensor) -> torch.Tensor:
+    _checks.check_silu_and_mul(x)
+    d = x.shape[-1] // 2
+    return (F.silu(x[..., :d].float()) * x[..., d:].float()).to(x.dtype)
+
+
+def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    _checks.check_rms_norm(x, weight, eps)
+    return x.new_empty(x.shape)
+
+
+def _fused_linear_fake(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str = "none",
+) -> torch.Tensor:
+    _checks.check_fused_linear(x, weight, bias, activation)
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _silu_and_mul_fake(x: torch.Tensor) -> torch.Tensor:
+    _checks.check_silu_and_mul(x)
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+REFERENCE_IMPLEMENTATIONS = {
+    "rms_norm": rms_norm_reference,
+    "fused_linear": fused_linear_reference,
+    "silu_and_mul": silu_and_mul_reference,
+}
+
+for _name, _fn in REFERENCE_IMPLEMENTATIONS.items():
+    _LIBRARY.impl(_name, _fn, "CompositeExplicitAutograd")
+
+torch.library.register_fake(f"{NAMESPACE}::rms_norm", _rms_norm_fake, lib=_LIBRARY)
+torch.library.register_fake(f"{NAMESPACE}::fused_linear", _fused_linear_fake, lib=_LIBRARY)
+torch.library.register_fake(f"{NAMESPACE}::silu_and_mul", _silu_and_mul_fake, lib=_LIBRARY)

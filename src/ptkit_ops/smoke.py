@@ -1,0 +1,162 @@
+"""``python -m ptkit_ops.smoke``: does the installed ptkit-ops wheel work? Its release
+smoke test (the recipes' ``test-command``).
+
+Run by ``ptkit build`` (stage smoke, in a fresh environment) and by cibuildwheel's
+test command, on every platform a wheel is built for. It checks what a user would
+hit first:
+
+* the checks every ptkit-built package gets (``ptkit.runtime.smoke``): ``import
+  ptkit_ops`` works, no native library's load decision is FAILED (a broken install: a
+  missing symbol, a bad manifest, a wrong sha256), the CPU library LOADED and serves the
+  CPU ops (otherwise the comparisons below would compare the reference with itself),
+  every GPU library is LOADED or SKIPPED with a reason (no GPU here, another torch);
+* each op (rms_norm, fused_linear with M=1 and M=33, silu_and_mul) on CPU in float32
+  and bfloat16 matches the reference implementations within error bounds derived
+  from the dtypes' unit roundoff (the same bounds as tests/support.py, doubled).
+
+Exit status 0 with a short summary, or 1 with the reasons. Standard library and torch
+only; no platform-specific code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["main", "run_smoke"]
+
+
+class SmokeFailure(RuntimeError):
+    """The installed ptkit-ops does not work; the message says what failed and why."""
+
+
+def _unit_roundoff(dtype: torch.dtype) -> float:
+    import torch
+
+    return {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}[dtype]
+
+
+def _compare(
+    name: str,
+    native: torch.Tensor,
+    reference: torch.Tensor,
+    extra_bound: torch.Tensor | float,
+) -> str:
+    """Native vs reference: a few ulps of the dtype plus ``extra_bound`` (accumulation order).
+
+    Returns the summary line; raises SmokeFailure when an element is out of bounds.
+    """
+    if native.shape != reference.shape or native.dtype != reference.dtype:
+        raise SmokeFailure(
+            f"{name}: native gives {native.dtype} {tuple(native.shape)}, the reference "
+            f"{reference.dtype} {tuple(reference.shape)}"
+        )
+    u = _unit_roundoff(native.dtype)
+    a, b = native.double(), reference.double()
+    allowed = 2 * (4 * u * b.abs() + 64 * u * 2.0**-10 + extra_bound)
+    error = (a - b).abs()
+    bad = ~(error <= allowed)
+    if bool(bad.any()):
+        i = int(bad.flatten().nonzero()[0])
+        raise SmokeFailure(
+            f"{name}: {int(bad.sum())} of {a.numel()} elements differ from the reference; "
+            f"first at flat index {i}: native {a.flatten()[i].item()!r}, reference "
+            f"{b.flatten()[i].item()!r}, allowed ±{allowed.flatten()[i].item():.3g}"
+        )
+    worst = float((error / allowed).max().item()) if error.numel() else 0.0
+    return f"{name:<32} ok  (max error {float(error.max().item()):.2e}, {worst:.0%} of bound)"
+
+
+def _op_checks() -> list[tuple[str, Callable[[], str]]]:
+    """One check per op, shape and dtype, run on CPU."""
+    import torch
+
+    import ptkit_ops as ops
+
+    u32 = 2.0**-24
+    checks: list[tuple[str, Callable[[], str]]] = []
+
+    def rms_norm(dtype: torch.dtype) -> str:
+        x = torch.randn(3, 5, 257).to(dtype)
+        w = torch.randn(257).to(dtype)
+        ref = ops.rms_norm_reference(x, w)
+        bound = ref.abs().double() * 8 * u32 * 257**0.5
+        return _compare(f"rms_norm {dtype}", ops.rms_norm(x, w), ref, bound)
+
+    def fused_linear(dtype: torch.dtype, m: int) -> str:
+        k, n = 257, 130
+        x = torch.randn(m, k).to(dtype)
+        weight = (torch.randn(n, k) / 16).to(dtype)
+        bias = torch.randn(n).to(dtype)
+        ref = ops.fused_linear_reference(x, weight, bias, "silu")
+        # fp32 sums in another order, and the reference rounds the GEMM to the dtype.
+        mag = x.abs().double() @ weight.abs().double().T + bias.abs().double()
+        bound = 16 * u32 * k**0.5 * mag
+        if dtype != torch.float32:
+            bound = bound + 2 * _unit_roundoff(dtype) * mag
+        native = ops.fused_linear(x, weight, bias, "silu")
+        return _compare(f"fused_linear M={m} {dtype}", native, ref, bound)
+
+    def silu_and_mul(dtype: torch.dtype) -> str:
+        g = torch.randn(7, 2 * 130).to(dtype)
+        ref = ops.silu_and_mul_reference(g)
+        bound = ref.abs().double() * 8 * u32
+        return _compare(f"silu_and_mul {dtype}", ops.silu_and_mul(g), ref, bound)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        checks.append((f"rms_norm {dtype}", functools.partial(rms_norm, dtype)))
+        for m in (1, 33):
+            checks.append(
+                (f"fused_linear M={m} {dtype}", functools.partial(fused_linear, dtype, m))
+            )
+        checks.append((f"silu_and_mul {dtype}", functools.partial(silu_and_mul, dtype)))
+    return checks
+
+
+def run_smoke(expect_version: str | None = None, echo: Callable[[str], None] = print) -> int:
+    """The smoke test; returns the number of op checks that passed, raises SmokeFailure."""
+    from ptkit.runtime.smoke import PackageSmokeFailure, run_package_smoke
+
+    try:
+        run_package_smoke("ptkit_ops", expect_version, echo)
+    except PackageSmokeFailure as exc:
+        raise SmokeFailure(str(exc)) from exc
+    import torch
+
+    torch.manual_seed(0)
+    checks = _op_checks()
+    for name, check in checks:
+        try:
+            echo(f"  {check()}")
+        except SmokeFailure:
+            raise
+        except Exception as exc:  # a kernel error is a failed check, not a traceback
+            raise SmokeFailure(f"{name}: {type(exc).__name__}: {exc}") from exc
+    return len(checks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ptkit_ops.smoke", description="Smoke-test the installed ptkit-ops wheel."
+    )
+    parser.add_argument(
+        "--expect-version", help="fail unless this ptkit-ops version is the one imported"
+    )
+    args = parser.parse_args(argv)
+    try:
+        count = run_smoke(args.expect_version)
+    except SmokeFailure as exc:
+        print(f"ptkit-ops smoke test FAILED:\n{exc}", file=sys.stderr)
+        return 1
+    print(f"ptkit-ops smoke test passed: libraries load as they should, {count} op checks on CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
