@@ -9,6 +9,11 @@
     ``DROPPED=…`` and the manifest's target lists (``SASS=…``, ``PTX=…``; ``GFX=…``), or
     ``ERROR=…`` (exit 0: CMake prints the build report before it fails).
 
+``toolkit BACKEND [--search-path P]…``
+    Where the build finds the backend's compiler: ``COMPILER=…``, ``ROOT=…``, ``SOURCE=…``
+    and ``EXPLICIT=ON|OFF``, or ``NOTFOUND=`` and ``LOOKED=…`` (each place looked). The
+    search paths default to this Python's ``sys.path``.
+
 Lists are CMake lists (``;``-separated), one ``KEY=value`` per line.
 """
 
@@ -38,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("backend")
         command.add_argument("--targets", default="")
         command.add_argument("--optional", default="")
+    toolkit = commands.add_parser("toolkit")
+    toolkit.add_argument("backend")
+    toolkit.add_argument("--search-path", action="append", default=None)
     resolve = commands.choices["resolve"]
     resolve.add_argument("--source", default="recipe")
     resolve.add_argument("--supported", default="")
@@ -46,6 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         backend = get_backend(args.backend)
+        if args.command == "toolkit":
+            paths = args.search_path if args.search_path is not None else sys.path
+            found = backend.find_toolkit(os.environ, paths)
+            if found is None:
+                looked = backend.toolkit_candidates(os.environ, paths)
+                _print("NOTFOUND", "")
+                _print("LOOKED", tuple(f"{c.compiler} ({c.source})" for c in looked))
+                return 0
+            _print("COMPILER", str(found.compiler))
+            _print("ROOT", str(found.root))
+            _print("SOURCE", found.source)
+            _print("EXPLICIT", "ON" if found.explicit else "OFF")
+            return 0
         if args.command == "request":
             request = backend.requested_targets(
                 _list(args.targets), _list(args.optional), os.environ

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar, Protocol
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "Resolution",
     "TargetError",
     "TargetRequest",
+    "ToolkitCandidate",
     "TorchBuild",
     "version_pair",
 ]
@@ -87,6 +91,23 @@ class Resolution:
     error: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class ToolkitCandidate:
+    """A place a backend's toolkit may be, in the order the build tries them."""
+
+    compiler: Path
+    """The compiler (``<root>/bin/nvcc``, ``hipcc``, ``icpx``); it may not exist."""
+    source: str
+    """Why it is looked at: the variable that names it, ``pip``, ``PATH`` …"""
+    explicit: bool = False
+    """Named by the user (a variable): the build takes it or fails, never another one."""
+
+    @property
+    def root(self) -> Path:
+        """The toolkit root: the folder above the compiler's ``bin/``."""
+        return self.compiler.parent.parent
+
+
 class TorchBuild(Protocol):
     """What the rules need to know about a torch build (the loader's ``TorchFacts``)."""
 
@@ -104,6 +125,12 @@ class TorchBuild(Protocol):
     def has_mps(self) -> bool: ...
     @property
     def mps_available(self) -> bool: ...
+
+
+def on_path(name: str, environ: Mapping[str, str]) -> Path | None:
+    """``name`` on the PATH of ``environ``."""
+    found = shutil.which(name, path=environ.get("PATH", os.defpath))
+    return Path(found) if found else None
 
 
 def did_you_mean(value: str, known: Iterable[str]) -> str:
@@ -143,6 +170,28 @@ class Backend:
     the repair leaves them out of the wheel and the audit allows them."""
     toolkit_name: ClassVar[str] = ""
     """The manifest's ``toolkit.name`` when built with its toolkit (``cuda``, ``hip``)."""
+    compiler_name: ClassVar[str] = ""
+    """The device compiler the build runs (``nvcc``, ``hipcc``, ``icpx``); "" for none."""
+
+    # --- toolkit discovery ------------------------------------------------------------
+
+    def toolkit_candidates(
+        self, environ: Mapping[str, str], search_paths: Sequence[str]
+    ) -> tuple[ToolkitCandidate, ...]:
+        """Where the build looks for the compiler, in order (CMake takes the first that
+        exists; the doctor lists them all). ``search_paths``: the build Python's
+        ``sys.path`` (pip-installed toolkits live there), a toolchain cache's first."""
+        return ()
+
+    def find_toolkit(
+        self, environ: Mapping[str, str], search_paths: Sequence[str]
+    ) -> ToolkitCandidate | None:
+        """The toolkit the build uses: an explicitly named one (existing or not, so the
+        build reports it), else the first candidate whose compiler exists."""
+        for candidate in self.toolkit_candidates(environ, search_paths):
+            if candidate.explicit or candidate.compiler.is_file():
+                return candidate
+        return None
 
     # --- targets --------------------------------------------------------------------------
 

@@ -22,9 +22,19 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar
 
-from ptkit.backends.base import Backend, Coverage, Device, TargetError, TorchBuild, version_pair
+from ptkit.backends.base import (
+    Backend,
+    Coverage,
+    Device,
+    TargetError,
+    ToolkitCandidate,
+    TorchBuild,
+    on_path,
+    version_pair,
+)
 
 __all__ = [
     "DRIVER_CUDA",
@@ -178,6 +188,29 @@ class CudaBackend(Backend):
         "windows": ("torch_cuda.dll", "c10_cuda.dll", "cudart64_*.dll"),
     }
     toolkit_name = "cuda"
+    compiler_name = "nvcc"
+
+    def toolkit_candidates(
+        self, environ: Mapping[str, str], search_paths: Sequence[str]
+    ) -> tuple[ToolkitCandidate, ...]:
+        """``PTKIT_CUDA_ROOT``; else pip's ``nvidia/cu<major>/bin/nvcc`` on the search paths
+        (``nvidia-cuda-nvcc``, the recipes' toolkit), newest first; the system CUDA (nvcc
+        on PATH) only with ``PTKIT_CUDA_USE_SYSTEM=1``: a system toolkit is usually older
+        than the recipe's and lacks its newest targets."""
+        explicit = environ.get("PTKIT_CUDA_ROOT", "").strip()
+        if explicit:
+            return (ToolkitCandidate(Path(explicit, "bin", "nvcc"), "PTKIT_CUDA_ROOT", True),)
+        found: list[ToolkitCandidate] = []
+        for entry in search_paths:
+            for nvcc in sorted(
+                Path(entry or ".").absolute().glob("nvidia/cu*/bin/nvcc"), reverse=True
+            ):
+                found.append(ToolkitCandidate(nvcc, f"pip ({entry})"))
+        if environ.get("PTKIT_CUDA_USE_SYSTEM", "").strip() not in ("", "0", "OFF", "off"):
+            system = on_path("nvcc", environ)
+            if system is not None:
+                found.append(ToolkitCandidate(system.resolve(), "system (PTKIT_CUDA_USE_SYSTEM)"))
+        return tuple(dict.fromkeys(found))
 
     def target_problem(self, target: str) -> str | None:
         if _TARGET.match(target):

@@ -15,10 +15,20 @@ A ROCm torch registers HIP kernels under the CUDA dispatch key and device type.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar
 
-from ptkit.backends.base import Backend, Coverage, Device, TargetError, TorchBuild
+from ptkit.backends.base import (
+    Backend,
+    Coverage,
+    Device,
+    TargetError,
+    ToolkitCandidate,
+    TorchBuild,
+    on_path,
+)
 
 __all__ = ["GENERIC_TARGETS", "HipBackend", "parse_target_id"]
 
@@ -63,6 +73,24 @@ def parse_target_id(target_id: str) -> tuple[str, dict[str, bool]]:
     return match.group(1), features
 
 
+def therock_sdk(environ: Mapping[str, str]) -> Path | None:
+    """TheRock's ``rocm-sdk`` command: beside this Python, else on PATH."""
+    beside = Path(sys.executable).parent / "rocm-sdk"
+    return beside if beside.is_file() else on_path("rocm-sdk", environ)
+
+
+def therock_root(environ: Mapping[str, str], timeout_s: float = 30.0) -> Path | None:
+    """``rocm-sdk path --root``: TheRock's ROCm tree, None without the SDK."""
+    from ptkit.hardware.commands import run_command  # stdlib; imported late (no cycle)
+
+    sdk = therock_sdk(environ)
+    if sdk is None:
+        return None
+    result = run_command([str(sdk), "path", "--root"], timeout_s)
+    lines = (result.output or "").strip().splitlines() if result.ok else []
+    return Path(lines[-1]) if lines else None
+
+
 class HipBackend(Backend):
     name = "hip"
     title = "HIP"
@@ -78,9 +106,30 @@ class HipBackend(Backend):
         "linux": ("libtorch_hip.so", "libc10_hip.so", "libamdhip64.so.*")
     }
     toolkit_name = "hip"
+    compiler_name = "hipcc"
     processors = tuple(
         sorted({p for members in GENERIC_TARGETS.values() for p in members} | _OTHER_PROCESSORS)
     )
+
+    def toolkit_candidates(
+        self, environ: Mapping[str, str], search_paths: Sequence[str]
+    ) -> tuple[ToolkitCandidate, ...]:
+        """``PTKIT_HIP_ROOT``; else TheRock's SDK (``rocm-sdk path --root``, the rocm-sdk
+        beside this Python or on PATH); ``ROCM_PATH``; hipcc on PATH; ``/opt/rocm``."""
+        explicit = environ.get("PTKIT_HIP_ROOT", "").strip()
+        if explicit:
+            return (ToolkitCandidate(Path(explicit, "bin", "hipcc"), "PTKIT_HIP_ROOT", True),)
+        found: list[ToolkitCandidate] = []
+        root = therock_root(environ)
+        if root is not None:
+            found.append(ToolkitCandidate(root / "bin" / "hipcc", "TheRock rocm-sdk"))
+        if environ.get("ROCM_PATH", "").strip():
+            found.append(ToolkitCandidate(Path(environ["ROCM_PATH"], "bin", "hipcc"), "ROCM_PATH"))
+        system = on_path("hipcc", environ)
+        if system is not None:
+            found.append(ToolkitCandidate(system.resolve(), "PATH"))
+        found.append(ToolkitCandidate(Path("/opt/rocm/bin/hipcc"), "/opt/rocm"))
+        return tuple(dict.fromkeys(found))
 
     def target_problem(self, target: str) -> str | None:
         if _TARGET.match(target):

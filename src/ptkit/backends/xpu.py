@@ -11,9 +11,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar
 
-from ptkit.backends.base import Backend, Coverage, Device, TargetError, TorchBuild
+from ptkit.backends.base import (
+    Backend,
+    Coverage,
+    Device,
+    TargetError,
+    ToolkitCandidate,
+    TorchBuild,
+    on_path,
+)
 
 __all__ = ["DEVICE_IPS", "XpuBackend", "xpu_family"]
 
@@ -75,6 +84,29 @@ class XpuBackend(Backend):
         "linux": ("libtorch_xpu.so", "libc10_xpu.so", "libsycl.so.*"),
         "windows": ("torch_xpu.dll", "c10_xpu.dll", "sycl*.dll"),
     }
+
+    compiler_name = "icpx"
+
+    def toolkit_candidates(
+        self, environ: Mapping[str, str], search_paths: Sequence[str]
+    ) -> tuple[ToolkitCandidate, ...]:
+        """``PTKIT_ICPX`` (the compiler itself); else ``CMPLR_ROOT``, ``ONEAPI_ROOT``,
+        ``/opt/intel/oneapi``, PATH."""
+        explicit = environ.get("PTKIT_ICPX", "").strip()
+        if explicit:
+            return (ToolkitCandidate(Path(explicit), "PTKIT_ICPX", True),)
+        found: list[ToolkitCandidate] = []
+        if environ.get("CMPLR_ROOT", "").strip():
+            found.append(ToolkitCandidate(Path(environ["CMPLR_ROOT"], "bin", "icpx"), "CMPLR_ROOT"))
+        if environ.get("ONEAPI_ROOT", "").strip():
+            oneapi = Path(environ["ONEAPI_ROOT"], "compiler", "latest", "bin", "icpx")
+            found.append(ToolkitCandidate(oneapi, "ONEAPI_ROOT"))
+        default = Path("/opt/intel/oneapi/compiler/latest/bin/icpx")
+        found.append(ToolkitCandidate(default, "/opt/intel/oneapi"))
+        system = on_path("icpx", environ)
+        if system is not None:
+            found.append(ToolkitCandidate(system, "PATH"))
+        return tuple(dict.fromkeys(found))
 
     def target_problem(self, target: str) -> str | None:
         if _TARGET.match(target):
