@@ -18,8 +18,8 @@ from cibuildwheel.util.packaging import find_compatible_wheel
 from ruamel.yaml import YAML  # check-jsonschema's YAML parser
 from support import REPO, run
 
-from ptkit.release import matrix
 from ptkit.recipes.model import load_recipe
+from ptkit.release import matrix
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -2,7 +2,7 @@
 
 The unsupported-interpreter branch of ptkit.compile is reached by substituting the
 support decision (``compile_support`` in the ptkit.runtime.compiling module): the rule itself is
-checked against torch in tests/unit/test_compile_support.py. The graph-mode buffer
+checked against torch in tests/unit/test_degradation_compile_rules.py. The graph-mode buffer
 logic of ptkit.graphs is exercised on CPU through a stand-in recorder, clearly marked;
 the real CUDA capture runs only where a CUDA device is visible.
 """
@@ -18,10 +18,10 @@ import pytest
 import torch
 
 import ptkit
-from ptkit.degradation.compile_rules import compile_support
+from ptkit.runtime.compiling import compile_support
 
 compile_module = importlib.import_module("ptkit.runtime.compiling")
-graphs = importlib.import_module("ptkit.graphs")
+graphs = importlib.import_module("ptkit.runtime.graphs")
 pcompile = compile_module.compile
 compile_state = compile_module.compile_state
 
@@ -36,7 +36,7 @@ def fresh_dynamo() -> Iterator[None]:
 @pytest.fixture
 def unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
     """This interpreter, as if it were CPython 3.15 (torch's rule for it is tested in
-    tests/unit/test_compile_support.py)."""
+    tests/unit/test_degradation_compile_rules.py)."""
     monkeypatch.setattr(
         compile_module, "compile_support", lambda: compile_support(python=(3, 15, 0))
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import ptkit
+import ptkit_ops
 
 pytestmark = pytest.mark.usefixtures("native_cpu_loaded")
 
@@ -20,10 +20,10 @@ class DecoderMLP(torch.nn.Module):
         self.down = torch.nn.Parameter(torch.randn(hidden, intermediate) / intermediate**0.5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = ptkit.ops.rms_norm(x, self.norm, 1e-6)
-        h = ptkit.ops.fused_linear(h, self.up, self.up_bias, "none")
-        h = ptkit.ops.silu_and_mul(h)
-        return x + ptkit.ops.fused_linear(h, self.down, None, "gelu_tanh")
+        h = ptkit_ops.rms_norm(x, self.norm, 1e-6)
+        h = ptkit_ops.fused_linear(h, self.up, self.up_bias, "none")
+        h = ptkit_ops.silu_and_mul(h)
+        return x + ptkit_ops.fused_linear(h, self.down, None, "gelu_tanh")
 
 
 @torch.no_grad()

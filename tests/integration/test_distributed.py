@@ -29,7 +29,7 @@ CHILD = r"""
 import datetime, json, os, sys
 import torch
 import torch.distributed as dist
-import ptkit.distributed as pd
+import ptkit.runtime.distributed as pd
 
 mode = sys.argv[1]
 rank = int(os.environ["RANK"])

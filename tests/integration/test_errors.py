@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import ptkit
+import ptkit_ops
 
 pytestmark = pytest.mark.usefixtures("native_cpu_loaded")
 
@@ -71,7 +71,7 @@ CASES = [
 )
 def test_native_kernel_rejects_bad_input(op: str, make_args, message: str) -> None:
     with pytest.raises((RuntimeError, ValueError), match=message):
-        getattr(ptkit.ops, op)(*make_args())
+        getattr(ptkit_ops, op)(*make_args())
 
 
 @pytest.mark.parametrize(
@@ -81,18 +81,18 @@ def test_reference_rejects_bad_input_with_the_same_message(
     op: str, make_args, message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        getattr(ptkit.ops, f"{op}_reference")(*make_args())
+        getattr(ptkit_ops, f"{op}_reference")(*make_args())
 
 
 def test_meta_tensors_are_checked_by_the_fake_kernel() -> None:
     x = torch.empty(2, 8, device="meta")
-    assert ptkit.ops.rms_norm(x, torch.empty(8, device="meta")).shape == (2, 8)
+    assert ptkit_ops.rms_norm(x, torch.empty(8, device="meta")).shape == (2, 8)
     with pytest.raises(ValueError, match=r"ptkit\.rms_norm: expected weight of shape \[8\]"):
-        ptkit.ops.rms_norm(x, torch.empty(9, device="meta"))
+        ptkit_ops.rms_norm(x, torch.empty(9, device="meta"))
 
 
 def test_mixed_devices_are_rejected() -> None:
     with pytest.raises(
         ValueError, match=r"ptkit\.rms_norm: expected weight on cpu \(the device of x\), got meta"
     ):
-        ptkit.ops.rms_norm_reference(torch.randn(2, 8), torch.empty(8, device="meta"))
+        ptkit_ops.rms_norm_reference(torch.randn(2, 8), torch.empty(8, device="meta"))

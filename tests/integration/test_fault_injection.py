@@ -1,11 +1,11 @@
-"""Break an installed ptkit for real and check that it degrades, and says why.
+"""Break an installed ptkit-ops for real and check that it degrades, and says why.
 
 The cpu wheel is installed once into a fresh venv (module fixture); each test copies
-the installed ``ptkit`` package into its own folder, damages the copy's ``_native/``
+the installed ``ptkit_ops`` package into its own folder, damages the copy's ``_native/``
 (a truncated or foreign library, a broken or stale manifest, a missing file), and
 runs the venv's Python on it in a subprocess (PYTHONPATH puts the copy first). In
-every case ``import ptkit`` must succeed, the reference must serve the ops (bit for
-bit), and ``load_decisions()`` / ``explain()`` must give the reason.
+every case ``import ptkit_ops`` must succeed, the reference must serve the ops (bit
+for bit), and ``load_decisions()`` / ``explain()`` must give the reason.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ EM_X86_64, EM_AARCH64 = 62, 183
 PROBE = r"""
 import json
 import torch
-import ptkit
+import ptkit.runtime
+import ptkit_ops
 from ptkit_ops import _library as lib
 
 torch.manual_seed(0)
@@ -57,13 +58,13 @@ for dtype in (torch.float32, torch.bfloat16):
         torch.ops.ptkit.silu_and_mul(gated), lib.silu_and_mul_reference(gated)
     )
 print(json.dumps({
-    "ptkit": ptkit.__file__,
+    "ptkit_ops": ptkit_ops.__file__,
     "matches_reference": checks,
     "decisions": [
         {"library": d.library, "status": d.status.value, "reason": d.reason}
-        for d in ptkit.runtime.load_decisions()
+        for d in ptkit.runtime.load_decisions("ptkit_ops")
     ],
-    "cpu_routes": [r.to_json() for r in ptkit.runtime.explain() if r.device_type == "cpu"],
+    "cpu_routes": [r.to_json() for r in ptkit.runtime.explain("ptkit_ops") if r.device_type == "cpu"],
 }))
 """
 
@@ -71,7 +72,7 @@ print(json.dumps({
 @dataclasses.dataclass(frozen=True)
 class Installed:
     python: Path
-    package: Path  # site-packages/ptkit of the venv
+    package: Path  # site-packages/ptkit_ops of the venv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +80,11 @@ class Copy:
     """A private copy of the installed package, first on the probe's PYTHONPATH."""
 
     python: Path
-    root: Path  # the folder holding ptkit/
+    root: Path  # the folder holding ptkit_ops/
 
     @property
     def native(self) -> Path:
-        return self.root / "ptkit" / "_native"
+        return self.root / "ptkit_ops" / "_native"
 
     def probe(self) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -100,8 +101,8 @@ class Copy:
         proc = self.probe()
         assert proc.returncode == 0, _describe_exit(proc)
         out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert Path(out["ptkit"]).resolve().is_relative_to(self.root.resolve()), (
-            f"the probe imported {out['ptkit']}, not the damaged copy under {self.root}"
+        assert Path(out["ptkit_ops"]).resolve().is_relative_to(self.root.resolve()), (
+            f"the probe imported {out['ptkit_ops']}, not the damaged copy under {self.root}"
         )
         return out
 
@@ -110,7 +111,7 @@ def _describe_exit(proc: subprocess.CompletedProcess[str]) -> str:
     how = f"exit code {proc.returncode}"
     if proc.returncode < 0:
         how = f"killed by {signal.Signals(-proc.returncode).name}"
-    return f"`import ptkit` did not survive ({how})\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+    return f"`import ptkit_ops` did not survive ({how})\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
 
 
 @pytest.fixture(scope="module")
@@ -118,14 +119,15 @@ def installed(ptkit_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> In
     """One venv for the module (creating one takes ~10 s) with the cpu wheel in it."""
     venv = tmp_path_factory.mktemp("fault-venv") / "venv"
     python = fresh_venv(venv, REPO / ".venv" / "bin" / "python")
-    # --ignore-installed: the base env (seen through the .pth file) may hold a ptkit of
-    # the same version, which pip would otherwise take as already installed.
+    # --ignore-installed: the base env (seen through the .pth file) may hold a ptkit-ops
+    # of the same version, which pip would otherwise take as already installed. The
+    # toolkit comes from the base env.
     pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed"]
     run([*pip, str(ptkit_wheel)])
     site = run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
     ).stdout.strip()
-    package = Path(site) / "ptkit"
+    package = Path(site) / "ptkit_ops"
     assert (package / "_native" / LIBRARY).is_file(), f"the wheel installed no {LIBRARY}"
     return Installed(python, package)
 
@@ -133,7 +135,9 @@ def installed(ptkit_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> In
 @pytest.fixture
 def copy(installed: Installed, tmp_path: Path) -> Copy:
     root = tmp_path / "site"
-    shutil.copytree(installed.package, root / "ptkit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        installed.package, root / "ptkit_ops", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return Copy(installed.python, root)
 
 

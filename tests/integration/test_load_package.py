@@ -5,9 +5,10 @@ The package is fake (nothing is compiled): ``mypkg/__init__.py`` defines ``mypkg
 with a reference, then calls ``ptkit.runtime.load_package(__name__)``; ``mypkg/_native/``
 holds one manifest per outcome: a library that loads (a real ELF shared object of this
 machine, registering nothing), one built for another platform (skipped), one whose file
-does not match its sha256 (failed), and a Metal one (skipped: ptkit binds only its own
-Metal kernels). A ``mypkg-1.2.3.dist-info`` declares it in ``ptkit.packages``. The real,
-compiled downstream package is ``tests/integration/test_new_project.py``'s.
+does not match its sha256 (failed), and a Metal one (skipped: mypkg passes no Metal
+binding). A ``mypkg-1.2.3.dist-info`` declares it in ``ptkit.packages``; ptkit-ops, installed
+beside it, is another such package. The real, compiled downstream package is
+``tests/integration/test_new_project.py``'s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 from support import python_env, run
 
-from ptkit.runtime.loader import machine_platform
+from ptkit.platforms import manifest_platform as machine_platform
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +110,6 @@ print(json.dumps({
     "own": [d.library for d in rt.load_decisions("mypkg")],
     "routes": [r.to_json() for r in rt.explain("mypkg")],
     "all_routes": len(rt.explain()),
-    "ptkit_routes": len(rt.explain("ptkit")),
     "text": rt.format_explain(),
 }))
 """
@@ -132,13 +132,15 @@ def test_load_package_records_every_outcome(site: Path) -> None:
     assert statuses["libmypkg_bad.so"][0] == "failed"
     assert statuses["libmypkg_bad.so"][1].startswith("libmypkg_bad.so does not match its manifest")
     assert statuses["mypkg.metal"][0] == "skipped"
-    assert "ptkit loads Metal kernels only for its own ops" in statuses["mypkg.metal"][1]
+    assert "mypkg passes no metal_binding to ptkit.runtime.load_package" in (
+        statuses["mypkg.metal"][1]
+    )
     assert (out["loaded_cpu"], out["loaded_metal"]) == (True, False)
     assert load["ops"] == {"mypkg": {"scale": ["float32", "bfloat16"], "missing": ["float32"]}}
-    # Recorded in the session after ptkit's own libraries.
-    assert out["packages"] == ["ptkit", "mypkg"]
-    assert list(out["installed"]) == ["ptkit", "mypkg"]
-    assert out["decisions"][0][0] == "libptkit_cpu.so"
+    # Only what was imported is recorded; the entry points list every installed package.
+    assert out["packages"] == ["mypkg"]
+    assert list(out["installed"]) == ["mypkg", "ptkit_ops"]
+    assert out["decisions"] == [[lib["library"], lib["status"]] for lib in load["libraries"]]
     assert out["own"] == [lib["library"] for lib in load["libraries"]]
     # Routes: the package's namespace; its reference serves scale (the loaded library
     # registered no kernel), nothing serves the undefined op.
@@ -148,34 +150,30 @@ def test_load_package_records_every_outcome(site: Path) -> None:
     assert cpu["scale"]["reason"] == "libmypkg_cpu.so loaded but registered no kernel for scale"
     assert cpu["missing"]["implementation"] == "missing"
     assert "mypkg::missing is not registered" in cpu["missing"]["reason"]
-    assert out["all_routes"] == out["ptkit_routes"] + len(out["routes"])
+    assert out["all_routes"] == len(out["routes"])
     assert "mypkg::scale" in out["text"]
-    assert "\nrms_norm " in out["text"]  # ptkit's own ops stay unqualified
 
 
 def test_ptkit_explain_json_lists_packages(site: Path) -> None:
-    proc = run(
-        [sys.executable, "-m", "ptkit_cli", "explain", "--json"], env=_env(site), cwd=Path("/")
-    )
+    proc = run([sys.executable, "-m", "ptkit", "explain", "--json"], env=_env(site), cwd=Path("/"))
     payload = json.loads(proc.stdout)
-    assert [p["name"] for p in payload["packages"]] == ["ptkit", "mypkg"]
-    mypkg = payload["packages"][1]
+    packages = {p["name"]: p for p in payload["packages"]}
+    assert set(packages) == {"ptkit_ops", "mypkg"}
+    mypkg = packages["mypkg"]
     assert mypkg["version"] == "1.2.3"
     assert {lib["status"] for lib in mypkg["libraries"]} == {"loaded", "skipped", "failed"}
     assert {r["namespace"] for r in mypkg["routes"]} == {"mypkg"}
-    # The top-level libraries and routes stay ptkit's own, as before.
-    assert {r["namespace"] for r in payload["routes"]} == {"ptkit"}
-    assert all("ptkit" in lib["library"] for lib in payload["libraries"])
+    # ptkit-ops' ops live in the ptkit namespace.
+    assert {r["namespace"] for r in packages["ptkit_ops"]["routes"]} == {"ptkit"}
 
 
 def test_a_broken_package_does_not_hide_the_others(site: Path) -> None:
     (site / "mypkg" / "__init__.py").write_text("raise ImportError('mypkg is broken')\n")
-    proc = run(
-        [sys.executable, "-m", "ptkit_cli", "explain", "--json"], env=_env(site), cwd=Path("/")
-    )
+    proc = run([sys.executable, "-m", "ptkit", "explain", "--json"], env=_env(site), cwd=Path("/"))
     payload = json.loads(proc.stdout)
-    assert payload["packages"][0]["name"] == "ptkit"
-    assert payload["packages"][1] == {
+    packages = {p["name"]: p for p in payload["packages"]}
+    assert packages["ptkit_ops"]["libraries"]
+    assert packages["mypkg"] == {
         "name": "mypkg",
         "error": "import mypkg failed: ImportError: mypkg is broken",
     }
@@ -185,9 +183,9 @@ def test_a_broken_package_does_not_hide_the_others(site: Path) -> None:
 DOCTOR = """
 import atexit, json, sys
 atexit.register(lambda: sys.stderr.write("\\nTORCH_IMPORTED=" + json.dumps("torch" in sys.modules)))
-import ptkit_cli
+import ptkit.cli
 sys.argv = ["ptkit", "doctor", "--json"]
-ptkit_cli.main()
+ptkit.cli.main()
 """
 
 
@@ -205,7 +203,7 @@ def test_doctor_lists_the_package_without_importing_it(site: Path) -> None:
     assert proc.stderr.rstrip().endswith("TORCH_IMPORTED=false"), proc.stderr
     document = json.loads(proc.stdout)
     packages = {p["name"]: p for p in document["facts"]["packages"]}
-    assert list(packages)[:1] == ["ptkit"]
+    assert set(packages) == {"ptkit_ops", "mypkg"}
     mypkg = packages["mypkg"]
     assert (mypkg["version"], mypkg["location"]) == ("1.2.3", str(site / "mypkg"))
     statuses = {lib["library"]: lib["status"] for lib in mypkg["libraries"]}

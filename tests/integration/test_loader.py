@@ -10,10 +10,11 @@ import pytest
 from support import child_python, python_env
 
 import ptkit
+import ptkit_ops
 from ptkit.runtime import LoadStatus
 from ptkit.runtime.loader import load_native_libraries
 
-NATIVE = Path(ptkit.__file__).resolve().parent / "_native"
+NATIVE = Path(ptkit_ops.__file__).resolve().parent / "_native"
 MANIFEST = NATIVE / "ptkit_cpu.manifest.json"
 
 
@@ -45,13 +46,13 @@ def test_installed_manifest_validates_against_the_schema() -> None:
     import jsonschema
 
     schema = json.loads(
-        (Path(ptkit.__file__).parent / "runtime" / "manifest.schema.json").read_text()
+        (Path(ptkit.__file__).parent / "loading" / "manifest.schema.json").read_text()
     )
     data = json.loads(MANIFEST.read_text())
     jsonschema.validate(data, schema)
     assert data["backend"] == "cpu" and data["variant"] == "cpu"
     assert data["torch"]["target_version"] == "2.10"
-    assert set(data["ops"]) == set(ptkit.ops.OPS)
+    assert set(data["ops"]) == set(ptkit_ops.OPS)
     assert all(d == ["float32", "float16", "bfloat16"] for d in data["ops"].values())
     assert "default" in data["targets"]["isa"]
 
@@ -95,9 +96,9 @@ def test_incompatible_manifest_is_skipped_with_reason(
 
 
 EXPLAIN = (
-    "import json, torch, ptkit\n"
+    "import json, torch, ptkit, ptkit_ops\n"
     "x = torch.randn(3, 64); w = torch.randn(64)\n"
-    "torch.testing.assert_close(ptkit.ops.rms_norm(x, w), ptkit.ops.rms_norm_reference(x, w))\n"
+    "torch.testing.assert_close(ptkit_ops.rms_norm(x, w), ptkit_ops.rms_norm_reference(x, w))\n"
     "print(json.dumps({'decisions': [(d.library, d.status.value, d.reason) for d in ptkit.runtime.load_decisions()],"
     " 'routes': [r.to_json() for r in ptkit.runtime.explain()], 'text': ptkit.runtime.format_explain()}))\n"
 )
@@ -135,9 +136,9 @@ def test_unknown_switch_value_is_reported_not_fatal() -> None:
 
 
 def test_import_survives_a_truncated_installed_library(tmp_path: Path) -> None:
-    """A damaged install: `import ptkit` still works, the reference serves, explain() says why."""
-    package = tmp_path / "ptkit"
-    shutil.copytree(Path(ptkit.__file__).parent, package)
+    """A damaged install: `import ptkit_ops` still works, the reference serves, explain() says why."""
+    package = tmp_path / "ptkit_ops"
+    shutil.copytree(Path(ptkit_ops.__file__).parent, package)
     lib = package / "_native" / "libptkit_cpu.so"
     lib.write_bytes(lib.read_bytes()[:1000])
     out = json.loads(child_python(EXPLAIN, env=python_env(PYTHONPATH=str(tmp_path))).stdout)
@@ -148,21 +149,23 @@ def test_import_survives_a_truncated_installed_library(tmp_path: Path) -> None:
 
 
 def test_ptkit_log_levels_show_or_hide_the_loaders_decisions() -> None:
-    info = child_python("import ptkit", env=python_env(PTKIT_LOG="info"))
+    info = child_python("import ptkit_ops", env=python_env(PTKIT_LOG="info"))
     assert "ptkit.runtime INFO: ptkit: libptkit_cpu.so loaded:" in info.stderr
-    default = child_python("import ptkit", env=python_env())
+    default = child_python("import ptkit_ops", env=python_env())
     assert "libptkit_cpu.so loaded" not in default.stderr
 
 
 def test_ptkit_log_off_silences_even_a_failed_load(tmp_path: Path) -> None:
-    package = tmp_path / "ptkit"
-    shutil.copytree(Path(ptkit.__file__).parent, package)
+    package = tmp_path / "ptkit_ops"
+    shutil.copytree(Path(ptkit_ops.__file__).parent, package)
     (package / "_native" / "libptkit_cpu.so").unlink()
-    loud = child_python("import ptkit", env=python_env(PYTHONPATH=str(tmp_path)))
+    loud = child_python("import ptkit_ops", env=python_env(PYTHONPATH=str(tmp_path)))
     assert "ptkit.runtime WARNING: ptkit: ptkit_cpu.manifest.json failed" in loud.stderr or (
         "libptkit_cpu.so failed" in loud.stderr
     )
-    quiet = child_python("import ptkit", env=python_env(PYTHONPATH=str(tmp_path), PTKIT_LOG="off"))
+    quiet = child_python(
+        "import ptkit_ops", env=python_env(PYTHONPATH=str(tmp_path), PTKIT_LOG="off")
+    )
     assert quiet.stderr == ""
 
 

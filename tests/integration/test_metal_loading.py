@@ -21,25 +21,29 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import torch
-import ptkit
+import ptkit_ops
 from ptkit.loading.routes import routes
-from ptkit.runtime.loader import TorchFacts, load_native_libraries
-from ptkit_ops._metal import metal_kernels
+from ptkit.loading.rules import TorchFacts
+from ptkit.runtime.loader import load_native_libraries
+from ptkit_ops._metal import metal_kernels, register_metal_kernels
 from ptkit.loading.switches import RuntimeSwitches
 
 # An Apple-silicon Mac's torch, as the loader would see it (fake: no such device here).
 mac = TorchFacts(torch.__version__, cuda=None, hip=None, has_xpu=False, has_mps=True, mps_available=True)
 no_mps = TorchFacts(torch.__version__, cuda=None, hip=None, has_xpu=False, has_mps=True)
 manifest = Path(sys.argv[1])
-skipped = load_native_libraries([manifest], facts=no_mps)[0]
-decision = load_native_libraries([manifest], facts=mac)[0]
+skipped = load_native_libraries([manifest], facts=no_mps, metal_binding=register_metal_kernels)[0]
+unbound = load_native_libraries([manifest], facts=mac)[0]
+decision = load_native_libraries([manifest], facts=mac, metal_binding=register_metal_kernels)[0]
 registered = torch._C._dispatch_has_kernel_for_dispatch_key("ptkit::rms_norm", "MPS")
 before = metal_kernels().state
 metal_kernels().library()  # the first MPS call compiles: torch.mps.compile_shader
 rows = routes(["rms_norm"], "ptkit", [decision], mac, RuntimeSwitches(),
-              {"mps": f"Metal kernels failed, the reference runs instead: {metal_kernels().failure}"})
+              {"mps": f"Metal kernels failed, the reference runs instead: {metal_kernels().failure}"},
+              has_kernel=lambda op, key: torch._C._dispatch_has_kernel_for_dispatch_key(op, key))
 print(json.dumps({
     "skipped": [skipped.status.value, skipped.reason],
+    "unbound": [unbound.status.value, unbound.reason],
     "decision": [decision.status.value, decision.reason, dict(decision.details)],
     "registered": registered,
     "before": before,
@@ -89,6 +93,8 @@ def test_metal_kernels_register_lazily_and_a_compile_failure_is_explained(tmp_pa
     )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["skipped"][0] == "skipped" and "no MPS device is available" in out["skipped"][1]
+    # Metal kernels are bound in Python: a package that passes no binding cannot load them.
+    assert out["unbound"][0] == "skipped" and "passes no metal_binding" in out["unbound"][1]
     assert out["decision"][0] == "loaded"
     assert out["decision"][2] == {"kernels": "compiled at first use"}
     assert out["registered"] is True
@@ -100,13 +106,14 @@ def test_metal_kernels_register_lazily_and_a_compile_failure_is_explained(tmp_pa
 
 
 MODIFIED_SCRIPT = r"""
-import json, torch, ptkit
+import json, torch, ptkit_ops
 from pathlib import Path
-from ptkit.runtime.loader import TorchFacts, load_native_libraries
-from ptkit_ops._metal import metal_kernels
+from ptkit.loading.rules import TorchFacts
+from ptkit.runtime.loader import load_native_libraries
+from ptkit_ops._metal import metal_kernels, register_metal_kernels
 
 mac = TorchFacts(torch.__version__, cuda=None, hip=None, has_xpu=False, has_mps=True, mps_available=True)
-decision = load_native_libraries([Path(MANIFEST)], facts=mac)[0]
+decision = load_native_libraries([Path(MANIFEST)], facts=mac, metal_binding=register_metal_kernels)[0]
 print(json.dumps([decision.status.value, decision.reason, metal_kernels() is None,
                   torch._C._dispatch_has_kernel_for_dispatch_key("ptkit::rms_norm", "MPS")]))
 """

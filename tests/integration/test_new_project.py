@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from support import REPO, python_env, run
 
-from ptkit.release.pipeline import fresh_venv
 from ptkit.recipes.model import load_recipe
+from ptkit.release.pipeline import fresh_venv
 
 pytestmark = pytest.mark.integration
 

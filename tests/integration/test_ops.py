@@ -17,6 +17,7 @@ from support import (
 )
 
 import ptkit
+import ptkit_ops
 
 pytestmark = pytest.mark.usefixtures("native_cpu_loaded")
 
@@ -51,9 +52,9 @@ RMS_SHAPES = [
 def test_rms_norm_native_matches_reference(shape: tuple[int, ...], dtype: torch.dtype) -> None:
     x = _randn(*shape, dtype=dtype, scale=3.0)
     w = _randn(shape[-1], dtype=dtype)
-    reference = ptkit.ops.rms_norm_reference(x, w, 1e-5)
+    reference = ptkit_ops.rms_norm_reference(x, w, 1e-5)
     assert_matches(
-        ptkit.ops.rms_norm(x, w, 1e-5), reference, dtype, bound=rms_norm_error_bound(reference)
+        ptkit_ops.rms_norm(x, w, 1e-5), reference, dtype, bound=rms_norm_error_bound(reference)
     )
 
 
@@ -62,14 +63,14 @@ def test_rms_norm_non_contiguous_inputs(dtype: torch.dtype) -> None:
     x = _transposed(_randn(37, 129, dtype=dtype))
     assert not x.is_contiguous()
     w = _randn(258, dtype=dtype)[::2]
-    out = ptkit.ops.rms_norm(x, w)
+    out = ptkit_ops.rms_norm(x, w)
     assert out.is_contiguous()
-    reference = ptkit.ops.rms_norm_reference(x, w)
+    reference = ptkit_ops.rms_norm_reference(x, w)
     assert_matches(out, reference, dtype, bound=rms_norm_error_bound(reference))
     strided_rows = _randn(8, 2, 100, dtype=dtype)[:, 1]
-    reference = ptkit.ops.rms_norm_reference(strided_rows, w[:100])
+    reference = ptkit_ops.rms_norm_reference(strided_rows, w[:100])
     assert_matches(
-        ptkit.ops.rms_norm(strided_rows, w[:100]),
+        ptkit_ops.rms_norm(strided_rows, w[:100]),
         reference,
         dtype,
         bound=rms_norm_error_bound(reference),
@@ -84,10 +85,10 @@ SILU_SHAPES = [(0, 8), (4, 0), (1, 2), (3, 66), (2, 5, 4098), (7, 8194), (1, 800
 def test_silu_and_mul_native_matches_reference(shape: tuple[int, ...], dtype: torch.dtype) -> None:
     x = _randn(*shape, dtype=dtype, scale=4.0)
     assert_matches(
-        ptkit.ops.silu_and_mul(x),
-        ptkit.ops.silu_and_mul_reference(x),
+        ptkit_ops.silu_and_mul(x),
+        ptkit_ops.silu_and_mul_reference(x),
         dtype,
-        bound=silu_error_bound(ptkit.ops.silu_and_mul_reference(x)),
+        bound=silu_error_bound(ptkit_ops.silu_and_mul_reference(x)),
     )
 
 
@@ -97,21 +98,21 @@ def test_silu_and_mul_extremes_and_non_contiguous(dtype: torch.dtype) -> None:
     up = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
     x = torch.cat([gate, up]).to(dtype).unsqueeze(0)
     assert_matches(
-        ptkit.ops.silu_and_mul(x),
-        ptkit.ops.silu_and_mul_reference(x),
+        ptkit_ops.silu_and_mul(x),
+        ptkit_ops.silu_and_mul_reference(x),
         dtype,
-        bound=silu_error_bound(ptkit.ops.silu_and_mul_reference(x)),
+        bound=silu_error_bound(ptkit_ops.silu_and_mul_reference(x)),
     )
     # silu(-inf): torch's x * sigmoid(x) gives -inf * 0 = nan; the limit is 0. Either is accepted.
     minus_inf = torch.tensor([[float("-inf"), 2.0]], dtype=dtype)
-    value = ptkit.ops.silu_and_mul(minus_inf).item()
+    value = ptkit_ops.silu_and_mul(minus_inf).item()
     assert value == 0.0 or value != value
     nc = _transposed(_randn(11, 64, dtype=dtype))
     assert_matches(
-        ptkit.ops.silu_and_mul(nc),
-        ptkit.ops.silu_and_mul_reference(nc),
+        ptkit_ops.silu_and_mul(nc),
+        ptkit_ops.silu_and_mul_reference(nc),
         dtype,
-        bound=silu_error_bound(ptkit.ops.silu_and_mul_reference(nc)),
+        bound=silu_error_bound(ptkit_ops.silu_and_mul_reference(nc)),
     )
 
 
@@ -130,7 +131,7 @@ LINEAR_SHAPES = [
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
-@pytest.mark.parametrize("activation", ptkit.ops.ACTIVATIONS)
+@pytest.mark.parametrize("activation", ptkit_ops.ACTIVATIONS)
 @pytest.mark.parametrize("shape", LINEAR_SHAPES, ids=str)
 def test_fused_linear_native_matches_reference(
     shape: tuple[int, int, int], activation: str, dtype: torch.dtype
@@ -139,8 +140,8 @@ def test_fused_linear_native_matches_reference(
     x = _randn(m, k, dtype=dtype)
     w = _randn(n, k, dtype=dtype, scale=1 / math.sqrt(max(k, 1)))
     for bias in (None, _randn(n, dtype=dtype)):
-        native = ptkit.ops.fused_linear(x, w, bias, activation)
-        reference = ptkit.ops.fused_linear_reference(x, w, bias, activation)
+        native = ptkit_ops.fused_linear(x, w, bias, activation)
+        reference = ptkit_ops.fused_linear_reference(x, w, bias, activation)
         assert_matches(native, reference, dtype, bound=linear_error_bound(x, w, bias))
 
 
@@ -149,18 +150,18 @@ def test_fused_linear_decode_shape_and_non_contiguous(dtype: torch.dtype) -> Non
     x = _randn(4, 1, 256, dtype=dtype)  # [B, 1, K]: the single-token decode step
     w = _transposed(_randn(96, 256, dtype=dtype, scale=1 / 16))
     b = _randn(192, dtype=dtype)[::2]
-    out = ptkit.ops.fused_linear(x, w, b, "gelu_tanh")
+    out = ptkit_ops.fused_linear(x, w, b, "gelu_tanh")
     assert out.shape == (4, 1, 96)
     assert_matches(
         out,
-        ptkit.ops.fused_linear_reference(x, w, b, "gelu_tanh"),
+        ptkit_ops.fused_linear_reference(x, w, b, "gelu_tanh"),
         dtype,
         bound=linear_error_bound(x, w, b),
     )
     xt = _transposed(_randn(20, 256, dtype=dtype))
     assert_matches(
-        ptkit.ops.fused_linear(xt, w, b, "relu"),
-        ptkit.ops.fused_linear_reference(xt, w, b, "relu"),
+        ptkit_ops.fused_linear(xt, w, b, "relu"),
+        ptkit_ops.fused_linear_reference(xt, w, b, "relu"),
         dtype,
         bound=linear_error_bound(xt, w, b),
     )
@@ -168,7 +169,7 @@ def test_fused_linear_decode_shape_and_non_contiguous(dtype: torch.dtype) -> Non
 
 def test_ops_are_served_natively_on_cpu() -> None:
     routes = {(r.op, r.device_type): r for r in ptkit.runtime.explain()}
-    for op in ptkit.ops.OPS:
+    for op in ptkit_ops.OPS:
         route = routes[(op, "cpu")]
         assert route.implementation == "native", route
         assert route.library == "libptkit_cpu.so"

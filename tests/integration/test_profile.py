@@ -13,7 +13,10 @@ import torch._inductor.config as inductor_config
 from support import run
 
 import ptkit
-from ptkit.degradation.compile_rules import compile_support
+import ptkit.runtime.distributed
+import ptkit.runtime.graphs
+import ptkit_ops  # noqa: F401  (its import loads the libraries the profile routes)
+from ptkit.runtime.compiling import compile_support
 
 
 @pytest.fixture
@@ -30,9 +33,9 @@ def test_profile_gathers_every_part_and_agrees_with_each_api(native_cpu_loaded: 
     assert data["torch"] == torch.__version__
     assert [d["type"] for d in data["devices"]] == ["cpu"]
     assert data["compile"] == compile_support().to_json()
-    assert data["graphs"] == {"mode": "eager", "reason": ptkit.graphs.capture_plan()[1]}
+    assert data["graphs"] == {"mode": "eager", "reason": ptkit.runtime.graphs.capture_plan()[1]}
     assert data["distributed"]["backend"] == "gloo"
-    assert data["distributed"] == ptkit.distributed.distributed_backend_plan().to_json()
+    assert data["distributed"] == ptkit.runtime.distributed.distributed_backend_plan().to_json()
     assert data["recommended_gemm_backends"] == "ATEN,CPP"
     nvgemm = next(b for b in data["gemm_backends"] if b["name"] == "NVGEMM")
     assert nvgemm == {
@@ -57,9 +60,9 @@ def test_apply_profile_sets_the_gemm_backends_and_nothing_else(
 
 
 def test_profile_command_prints_text_and_json() -> None:
-    text = run([sys.executable, "-m", "ptkit.cli", "profile"], cwd=Path("/")).stdout
+    text = run([sys.executable, "-m", "ptkit", "profile"], cwd=Path("/")).stdout
     assert "torch.compile: yes" in text and "distributed: gloo" in text and "+ CPP" in text
     data = json.loads(
-        run([sys.executable, "-m", "ptkit.cli", "profile", "--json"], cwd=Path("/")).stdout
+        run([sys.executable, "-m", "ptkit", "profile", "--json"], cwd=Path("/")).stdout
     )
     assert data["recommended_gemm_backends"] == "ATEN,CPP"

@@ -17,7 +17,7 @@ from support import (
     silu_error_bound,
 )
 
-import ptkit
+import ptkit_ops
 
 pytestmark = pytest.mark.usefixtures("native_cpu_loaded")
 
@@ -64,9 +64,9 @@ def test_rms_norm_property() -> None:
         calls.append(1)
         x = _tensor([*lead, cols], dtype, seed, scale, transposed)
         w = _tensor([cols], dtype, seed + 1, 1.0, False)
-        reference = ptkit.ops.rms_norm_reference(x, w, eps)
+        reference = ptkit_ops.rms_norm_reference(x, w, eps)
         assert_matches(
-            ptkit.ops.rms_norm(x, w, eps), reference, dtype, bound=rms_norm_error_bound(reference)
+            ptkit_ops.rms_norm(x, w, eps), reference, dtype, bound=rms_norm_error_bound(reference)
         )
 
     assert _run_counted(check) >= EXAMPLES
@@ -86,10 +86,10 @@ def test_silu_and_mul_property() -> None:
         calls.append(1)
         x = _tensor([*lead, 2 * d], dtype, seed, scale, transposed)
         assert_matches(
-            ptkit.ops.silu_and_mul(x),
-            ptkit.ops.silu_and_mul_reference(x),
+            ptkit_ops.silu_and_mul(x),
+            ptkit_ops.silu_and_mul_reference(x),
             dtype,
-            bound=silu_error_bound(ptkit.ops.silu_and_mul_reference(x)),
+            bound=silu_error_bound(ptkit_ops.silu_and_mul_reference(x)),
         )
 
     assert _run_counted(check) >= EXAMPLES
@@ -103,7 +103,7 @@ def test_fused_linear_property() -> None:
         n=st.integers(0, 40),
         dtype=dtypes,
         seed=st.integers(0, 2**31),
-        activation=st.sampled_from(ptkit.ops.ACTIVATIONS),
+        activation=st.sampled_from(ptkit_ops.ACTIVATIONS),
         with_bias=st.booleans(),
         transposed=st.booleans(),
     )
@@ -113,8 +113,8 @@ def test_fused_linear_property() -> None:
         w = _tensor([n, k], dtype, seed + 1, 1 / math.sqrt(max(k, 1)), transposed)
         b = _tensor([n], dtype, seed + 2, 1.0, False) if with_bias else None
         assert_matches(
-            ptkit.ops.fused_linear(x, w, b, activation),
-            ptkit.ops.fused_linear_reference(x, w, b, activation),
+            ptkit_ops.fused_linear(x, w, b, activation),
+            ptkit_ops.fused_linear_reference(x, w, b, activation),
             dtype,
             bound=linear_error_bound(x, w, b),
         )

@@ -48,7 +48,11 @@ FUNCTIONS: dict[str, str] = {
     "format_explain": "(package: 'str | None' = None) -> 'str'",
     "installed_packages": "(paths: 'Sequence[str] | None' = None) -> 'dict[str, str]'",
     "load_decisions": "(package: 'str | None' = None) -> 'list[LoadDecision]'",
-    "load_package": "(package: 'str', *, native_dir: 'Path | None' = None) -> 'PackageLoad'",
+    "load_package": (
+        "(package: 'str', *, native_dir: 'Path | None' = None, "
+        "metal_binding: 'MetalBinding | None' = None, "
+        "ops: 'Mapping[str, Sequence[str]] | None' = None) -> 'PackageLoad'"
+    ),
     "package_loads": "() -> 'list[PackageLoad]'",
     "profile": "() -> 'RuntimeProfile'",
     "read_manifest": "(path: 'Path') -> 'Manifest'",
@@ -56,7 +60,7 @@ FUNCTIONS: dict[str, str] = {
 RECORDS: dict[str, tuple[str, ...]] = {
     "LoadDecision": ("manifest_path", "status", "reason", "manifest", "details"),
     "OpRoute": ("op", "device_type", "implementation", "library", "reason", "namespace"),
-    "PackageLoad": ("name", "version", "native_dir", "decisions"),
+    "PackageLoad": ("name", "version", "native_dir", "decisions", "defined_ops"),
     "Manifest": (
         "path",
         "package",
@@ -174,21 +178,13 @@ def test_discovery_reads_entry_points_files(tmp_path: Path) -> None:
     ]
     assert isinstance(entries[0], PackageEntry)
     assert entries[0].dist_info == first / "my_pkg-1.2.3+cu13.dist-info"
-    # ptkit itself comes first, declared or not.
+    # In path order; the toolkit is no package of the group (it ships no kernels).
     assert installed_packages(paths) == {
-        "ptkit": "ptkit",
         "my_pkg": "my_pkg",
         "other": "org.other",
         "late": "late",
     }
     assert package_version("my_pkg", paths) == "1.2.3+cu13"
-
-
-def test_installed_ptkit_declares_itself() -> None:
-    (entry,) = [e for e in discover_packages() if e.name == "ptkit"]
-    assert entry.module == "ptkit"
-    assert entry.version == ptkit.__version__
-    assert next(iter(installed_packages())) == "ptkit"
 
 
 def test_discovery_is_cheap() -> None:
@@ -244,15 +240,3 @@ def test_native_dir_of_a_dotted_name_imports_nothing(tmp_path: Path) -> None:
         assert "nsorg" not in sys.modules
     finally:
         sys.path.remove(str(tmp_path))
-
-
-def test_ptkit_is_a_recorded_package() -> None:
-    (own,) = [p for p in ptkit.runtime.package_loads() if p.name == "ptkit"]
-    assert ptkit.runtime.load_package("ptkit") is own  # idempotent: the recorded result
-    assert own.version == ptkit.__version__
-    assert own.native_dir.name == "_native"
-    assert list(own.decisions) == ptkit.runtime.load_decisions("ptkit")
-    assert own.to_json()["name"] == "ptkit"
-    assert own.loaded("cpu") == any(
-        d.backend == "cpu" and d.status.value == "loaded" for d in own.decisions
-    )

@@ -60,6 +60,9 @@ class PackageLoad:
     version: str | None  # the installed distribution's version; None when not installed
     native_dir: Path
     decisions: tuple[LoadDecision, ...]
+    # namespace -> ops the package defines itself (load_package's ``ops``): listed by
+    # explain() even when no manifest names them (a damaged install).
+    defined_ops: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def loaded(self, backend: str | None = None) -> bool:
         """Whether a library (of ``backend``: ``cpu``, ``cuda``, ``hip``, ``xpu``,
@@ -71,8 +74,11 @@ class PackageLoad:
 
     @property
     def ops(self) -> dict[str, dict[str, tuple[str, ...]]]:
-        """namespace -> op -> dtypes, from every readable manifest (loaded or not)."""
-        table: dict[str, dict[str, tuple[str, ...]]] = {}
+        """namespace -> op -> dtypes, from every readable manifest (loaded or not), and the
+        ops the package defines (no dtypes known for those a manifest does not list)."""
+        table: dict[str, dict[str, tuple[str, ...]]] = {
+            namespace: dict.fromkeys(ops, ()) for namespace, ops in self.defined_ops.items()
+        }
         for d in self.decisions:
             if d.manifest is None:
                 continue
@@ -175,9 +181,9 @@ def discover_packages(
 
 def installed_packages(paths: Sequence[str] | None = None) -> dict[str, str]:
     """Every installed package that uses ptkit: entry-point name -> import name, from the
-    ``ptkit.packages`` entry-point group, ptkit itself first. Nothing is imported."""
-    found = {e.name: e.module for e in discover_packages(paths)}
-    return {"ptkit": found.pop("ptkit", "ptkit"), **found}
+    ``ptkit.packages`` entry-point group (ptkit-ops declares ``ptkit_ops``), in path
+    order. Nothing is imported."""
+    return {e.name: e.module for e in discover_packages(paths)}
 
 
 def locate_package(module: str) -> Path | None:

@@ -8,20 +8,22 @@
 | ``PTKIT_CPU_ISA`` | caps the CPU kernels' instruction-set level (``default``, ``x86-64-v3``…) |
 | ``PTKIT_VARIANT`` | build time only: the recipe to build (``recipes/<variant>.toml``) |
 
-They are read once, when ``ptkit`` is imported. A value that is not understood is
-ignored and reported by ``explain()``; it never fails the import.
+They are read once per process (``process_switches``), when ``ptkit.runtime`` is first
+imported (a package's ``load_package``, ``ptkit.compile`` …). A value that is not
+understood is ignored and reported by ``explain()``; it never fails the import.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Mapping
 
 from ptkit.backends import BACKENDS
 
-__all__ = ["LOG_LEVELS", "RuntimeSwitches", "configure_logging"]
+__all__ = ["LOG_LEVELS", "RuntimeSwitches", "configure_logging", "process_switches"]
 
 _TRUE = {"1", "true", "yes", "on"}
 # PTKIT_LOG values and the logging level of the "ptkit" logger; None: nothing at all.
@@ -98,3 +100,12 @@ def configure_logging(level_name: str) -> None:
     logger.setLevel(level)
     # The application's own handlers (if any) still see the records; ours prints them once.
     logger.propagate = False
+
+
+@functools.cache
+def process_switches() -> RuntimeSwitches:
+    """The switches of this process, read from its environment once (by the first load or
+    the first use of ``ptkit.runtime``), with ``PTKIT_LOG`` applied."""
+    switches = RuntimeSwitches.from_environ()
+    configure_logging(switches.log_level)
+    return switches

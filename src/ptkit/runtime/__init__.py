@@ -32,6 +32,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ptkit.loading.switches import process_switches
+
 if TYPE_CHECKING:
     from ptkit.degradation.compile_rules import CompileSupport
     from ptkit.loading.manifest import Manifest, ManifestError, read_manifest
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
 
 # The version of the public API below: bumped only by a breaking change (see the docstring).
 API_VERSION = 1
+
+# The environment switches are read, and PTKIT_LOG applied, once per process, here.
+process_switches()
 
 # Public name -> the module that defines it.
 _EXPORTS = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -17,7 +18,7 @@ from ptkit.loading.manifest import find_manifests
 from ptkit.loading.packages import PackageLoad, PackageLoadError, native_dir_of, package_version
 from ptkit.loading.routes import OpRoute, format_routes, routes
 from ptkit.loading.rules import LoadDecision, LoadStatus
-from ptkit.loading.switches import RuntimeSwitches, configure_logging
+from ptkit.loading.switches import process_switches
 from ptkit.runtime.loader import MetalBinding, load_native_libraries, torch_facts
 
 __all__ = ["explain", "format_explain", "load_decisions", "load_package", "package_loads"]
@@ -29,20 +30,8 @@ _packages: dict[str, PackageLoad] = {}
 # Import name -> what its Metal binding returned (its ``failure`` says why the MPS
 # kernels now run the reference).
 _metal: dict[str, list[object]] = {}
-_switches = RuntimeSwitches()
-_switches_read = False
 # One load at a time: a package imported from two threads loads its libraries once.
 _lock = threading.RLock()
-
-
-def _read_switches() -> RuntimeSwitches:
-    """The environment switches, read once per process (by whichever load comes first)."""
-    global _switches, _switches_read
-    if not _switches_read:
-        _switches = RuntimeSwitches.from_environ()
-        configure_logging(_switches.log_level)
-        _switches_read = True
-    return _switches
 
 
 def load_package(
@@ -50,6 +39,7 @@ def load_package(
     *,
     native_dir: Path | None = None,
     metal_binding: MetalBinding | None = None,
+    ops: Mapping[str, Sequence[str]] | None = None,
 ) -> PackageLoad:
     """Load the native libraries of ``package`` (its import name) with ptkit's loader:
     the manifest checks, switches and records every ptkit-built package shares.
@@ -63,6 +53,9 @@ def load_package(
     ``metal_binding``: for a package that ships Metal kernels, a callable that registers
     them (given the ``.metal`` or ``.metallib`` file) as its ops' MPS implementations;
     what it returns may say, in a ``failure`` attribute, why they fell back.
+
+    ``ops``: namespace -> the ops the package defines (in Python), so that ``explain()``
+    lists them even where no manifest can be read.
 
     Raises ``PackageLoadError`` (a ``ValueError``) only for a programmer's mistake: a
     package that cannot be found, or no native folder.
@@ -80,7 +73,7 @@ def load_package(
                 "pass the folder the build installed them into, or leave native_dir out"
             )
         native_dir = Path(native_dir)
-        switches = _read_switches()  # first: PTKIT_LOG applies to what is logged below
+        switches = process_switches()
         manifests = find_manifests(native_dir)
         if not manifests:  # a build that installed nothing: say so once
             logger.warning(
@@ -111,7 +104,10 @@ def load_package(
                 switches=switches,
                 metal_binding=bind if metal_binding is not None else None,
             )
-        load = PackageLoad(package, package_version(package), native_dir, tuple(decisions))
+        defined = {ns: tuple(names) for ns, names in (ops or {}).items()}
+        load = PackageLoad(
+            package, package_version(package), native_dir, tuple(decisions), defined
+        )
         _packages[package] = load
         _metal[package] = bound
         return load
@@ -161,7 +157,7 @@ def _package_routes(load: PackageLoad) -> list[OpRoute]:
             namespace,
             decisions,
             facts,
-            _switches,
+            process_switches(),
             _metal_fallbacks(load.name),
             has_kernel=_has_kernel,
         ):
@@ -195,5 +191,5 @@ def explain(package: str | None = None) -> list[OpRoute]:
 def format_explain(package: str | None = None) -> str:
     """``explain()`` as a text table, with the switches' problems after it."""
     lines = [format_routes(explain(package))]
-    lines += [f"warning: {p}" for p in _switches.problems]
+    lines += [f"warning: {p}" for p in process_switches().problems]
     return "\n".join(lines)

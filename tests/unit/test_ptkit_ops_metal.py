@@ -1,4 +1,4 @@
-"""The Metal backend without a Mac: the .metal source against the binding's table, and
+"""ptkit-ops' Metal kernels without a Mac: the .metal source against the binding's table, and
 the MPS op implementations run on the CPU against a fake shader library.
 
 No Apple GPU or Metal compiler is needed. ``FakeMetalLibrary`` stands in for the
@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from metal_source import MetalSourceError, metal_signature_problems, parse_metal_kernels
 from support import DTYPES, child_python, python_env
 
-import ptkit
+import ptkit_ops
 from ptkit_ops import ACTIVATIONS
-from ptkit.runtime import metal
+from ptkit_ops import _metal as metal
 from ptkit_ops._metal import (
     DTYPE_SUFFIX,
     GEMV_MAX_ROWS,
@@ -33,9 +34,6 @@ from ptkit_ops._metal import (
     MetalArg,
     MetalBindingError,
     MetalKernels,
-    MetalSourceError,
-    metal_signature_problems,
-    parse_metal_kernels,
 )
 
 METAL_SOURCE = Path(__file__).parents[2] / "metal" / "ptkit_kernels.metal"
@@ -443,7 +441,7 @@ def test_rms_norm_on_the_fake_library(fake, monkeypatch, dtype, shape, eps) -> N
     weight = _randn(shape[-1], dtype=dtype)
     out = kernels.rms_norm(x, weight, eps)
     assert kernels.failure is None, kernels.failure
-    _assert_close(out, ptkit.ops.rms_norm_reference(x, weight, eps), dtype)
+    _assert_close(out, ptkit_ops.rms_norm_reference(x, weight, eps), dtype)
     assert lib.kernels_called() == (
         [] if x.numel() == 0 else [f"ptkit_rms_norm_{DTYPE_SUFFIX[dtype]}"]
     )
@@ -461,7 +459,7 @@ def test_silu_and_mul_on_the_fake_library(fake, monkeypatch, dtype, shape) -> No
     x = _randn(*shape, dtype=dtype, scale=4.0)
     out = kernels.silu_and_mul(x)
     assert kernels.failure is None, kernels.failure
-    _assert_close(out, ptkit.ops.silu_and_mul_reference(x), dtype)
+    _assert_close(out, ptkit_ops.silu_and_mul_reference(x), dtype)
     expected = [] if out.numel() == 0 else [f"ptkit_silu_and_mul_{DTYPE_SUFFIX[dtype]}"]
     assert lib.kernels_called() == expected
 
@@ -494,7 +492,7 @@ def test_fused_linear_on_the_fake_library(
     bias = _randn(n, dtype=dtype) if with_bias else None
     out = kernels.fused_linear(x, weight, bias, activation)
     assert kernels.failure is None, kernels.failure
-    _assert_close(out, ptkit.ops.fused_linear_reference(x, weight, bias, activation), dtype)
+    _assert_close(out, ptkit_ops.fused_linear_reference(x, weight, bias, activation), dtype)
 
     suffix = DTYPE_SUFFIX[dtype]
     m = math.prod(lead)
@@ -521,7 +519,7 @@ def test_fused_linear_empty_on_the_fake_library(fake, dtype, x_shape, n, with_bi
     for activation in ACTIVATIONS:
         out = kernels.fused_linear(x, weight, bias, activation)
         assert kernels.failure is None, kernels.failure
-        _assert_close(out, ptkit.ops.fused_linear_reference(x, weight, bias, activation), dtype)
+        _assert_close(out, ptkit_ops.fused_linear_reference(x, weight, bias, activation), dtype)
 
 
 def test_non_contiguous_inputs_are_made_contiguous(fake) -> None:
@@ -530,18 +528,18 @@ def test_non_contiguous_inputs_are_made_contiguous(fake) -> None:
     x = torch.randn(40, 6).t()  # [6, 40], strides (1, 6)
     weight = torch.randn(40)
     _assert_close(
-        kernels.rms_norm(x, weight), ptkit.ops.rms_norm_reference(x, weight), torch.float32
+        kernels.rms_norm(x, weight), ptkit_ops.rms_norm_reference(x, weight), torch.float32
     )
     w2 = torch.randn(12, 40)[:, ::1].t().contiguous().t()  # [12, 40] column-major
     _assert_close(
         kernels.fused_linear(x, w2, None, "silu"),
-        ptkit.ops.fused_linear_reference(x, w2, None, "silu"),
+        ptkit_ops.fused_linear_reference(x, w2, None, "silu"),
         torch.float32,
     )
     gate_up = torch.randn(8, 6).t()
     _assert_close(
         kernels.silu_and_mul(gate_up),
-        ptkit.ops.silu_and_mul_reference(gate_up),
+        ptkit_ops.silu_and_mul_reference(gate_up),
         torch.float32,
     )
     assert kernels.failure is None and len(lib.calls) == 3
@@ -629,9 +627,9 @@ def _op_calls() -> list[tuple[str, tuple]]:
 
 
 REFERENCES = {
-    "rms_norm": ptkit.ops.rms_norm_reference,
-    "fused_linear": ptkit.ops.fused_linear_reference,
-    "silu_and_mul": ptkit.ops.silu_and_mul_reference,
+    "rms_norm": ptkit_ops.rms_norm_reference,
+    "fused_linear": ptkit_ops.fused_linear_reference,
+    "silu_and_mul": ptkit_ops.silu_and_mul_reference,
 }
 
 
@@ -703,7 +701,7 @@ def test_first_calls_from_many_threads_compile_once(source) -> None:
 
     kernels = MetalKernels(METAL_SOURCE, compile=slow_compile)
     x = torch.randn(4, 32)
-    expected = ptkit.ops.silu_and_mul_reference(x)
+    expected = ptkit_ops.silu_and_mul_reference(x)
     results: list[torch.Tensor] = []
     start = threading.Barrier(8)
 
@@ -726,15 +724,15 @@ def test_first_calls_from_many_threads_compile_once(source) -> None:
 
 _REGISTER = """
 import torch
-import ptkit
+import ptkit_ops
 from pathlib import Path
-from ptkit.runtime import metal
+from ptkit_ops import _metal as metal
 
 has = torch._C._dispatch_has_kernel_for_dispatch_key
 ops = ("rms_norm", "fused_linear", "silu_and_mul")
 existing = metal.metal_kernels()
 x, w = torch.randn(3, 8), torch.randn(8)
-cpu_before = ptkit.ops.rms_norm(x, w)  # native or reference, whichever serves CPU here
+cpu_before = ptkit_ops.rms_norm(x, w)  # native or reference, whichever serves CPU here
 if existing is None:
     assert not any(has(f"ptkit::{op}", "MPS") for op in ops), "MPS kernels before registering"
     path = Path(LIBRARY_PATH)
@@ -755,7 +753,7 @@ if existing is None:
     assert kernels.state == "not compiled yet", kernels.state
 
 # CPU tensors do not reach the MPS kernels, and nothing compiles for them.
-assert torch.equal(ptkit.ops.rms_norm(x, w), cpu_before)
+assert torch.equal(ptkit_ops.rms_norm(x, w), cpu_before)
 if existing is None:
     assert kernels.state == "not compiled yet", kernels.state
 print("registered", kernels.state)
@@ -763,9 +761,9 @@ print("registered", kernels.state)
 
 
 def test_registering_adds_mps_kernels_without_compiling() -> None:
-    # In a child process: registration is process-global. It imports the same ptkit
-    # as this process (the installed wheel under `make test`).
-    here = str(Path(ptkit.__file__).resolve().parents[1])
+    # In a child process: registration is process-global. It imports the same
+    # ptkit_ops (and toolkit) as this process: the source tree here.
+    here = str(Path(ptkit_ops.__file__).resolve().parents[1])
     proc = child_python(
         _REGISTER.replace("LIBRARY_PATH", repr(str(METAL_SOURCE))), env=python_env(PYTHONPATH=here)
     )

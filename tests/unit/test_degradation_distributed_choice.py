@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ptkit.distributed import (
+from ptkit.runtime.distributed import (
     BackendChoice,
     DistributedChoice,
     choose_backends,

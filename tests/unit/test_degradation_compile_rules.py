@@ -33,7 +33,7 @@ import pytest
 import torch
 from support import child_python
 
-from ptkit.degradation.compile_rules import compile_support
+from ptkit.runtime.compiling import compile_support
 
 TORCH_315 = "torch.compile is not supported on Python 3.15+"
 TORCH_FT = "torch.compile is not supported on Python < 3.13.3 built with GIL disabled"
