@@ -86,7 +86,7 @@ import torch
 import torch.nn.functional as F
 
 import ptkit
-from ptkit import ops
+import ptkit_ops as ops
 
 MiB = 1024 * 1024
 BW_BOUND_BYTES = 16 * MiB
@@ -244,7 +244,7 @@ def machine_facts() -> dict:
         pass
     isa = None
     loaded = False
-    for decision in ptkit.runtime.load_decisions():
+    for decision in ptkit.runtime.load_decisions("ptkit_ops"):
         details = dict(decision.details)
         if "isa" in details:
             isa = details["isa"]

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import ptkit
+import ptkit_ops
 
 
 def cuda_time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
@@ -82,9 +83,9 @@ def main() -> None:
         x = torch.randn(batch, 1, k, device="cuda", dtype=bf16)
         nbytes = w.numel() * 2 + x.numel() * 2 + batch * n * 2
         cases = {
-            "gemv": (lambda x=x: ptkit.ops.fused_linear(x, w), lambda x=x: F.linear(x, w)),
+            "gemv": (lambda x=x: ptkit_ops.fused_linear(x, w), lambda x=x: F.linear(x, w)),
             "gemv+bias+silu": (
-                lambda x=x: ptkit.ops.fused_linear(x, w, b, "silu"),
+                lambda x=x: ptkit_ops.fused_linear(x, w, b, "silu"),
                 lambda x=x: F.silu(F.linear(x, w, b)),
             ),
         }
@@ -101,7 +102,7 @@ def main() -> None:
     for tokens in (1, 64, 4096, 16384):
         x = torch.randn(tokens, hidden, device="cuda", dtype=bf16)
         nbytes = 2 * x.numel() * 2 + hidden * 2
-        ours = lambda x=x: ptkit.ops.rms_norm(x, weight, 1e-6)  # noqa: E731
+        ours = lambda x=x: ptkit_ops.rms_norm(x, weight, 1e-6)  # noqa: E731
         theirs = lambda x=x: F.rms_norm(x, (hidden,), weight, 1e-6)  # noqa: E731
         rows.append(
             measure("rms_norm", f"[{tokens},{hidden}]", ours, theirs, nbytes, args.reps, bw)

@@ -15,6 +15,7 @@ from support import (
 )
 
 import ptkit
+import ptkit_ops
 
 pytestmark = pytest.mark.cuda
 
@@ -23,7 +24,7 @@ ids = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 @pytest.fixture(scope="module", autouse=True)
 def cuda_library_loaded() -> None:
-    decisions = {d.library: d for d in ptkit.runtime.load_decisions()}
+    decisions = {d.library: d for d in ptkit.runtime.load_decisions("ptkit_ops")}
     d = decisions.get("libptkit_cuda.so")
     assert d is not None and d.status.value == "loaded", [
         (x.library, x.status, x.reason) for x in decisions.values()
@@ -43,9 +44,9 @@ def _randn(*shape: int, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
 def test_rms_norm_cuda(shape, dtype) -> None:
     x = _randn(*shape, dtype=dtype, scale=3.0)
     w = _randn(shape[-1], dtype=dtype)
-    ref = ptkit.ops.rms_norm_reference(x, w, 1e-5)
+    ref = ptkit_ops.rms_norm_reference(x, w, 1e-5)
     assert_matches(
-        ptkit.ops.rms_norm(x, w, 1e-5).cpu(),
+        ptkit_ops.rms_norm(x, w, 1e-5).cpu(),
         ref.cpu(),
         dtype,
         bound=rms_norm_error_bound(ref.cpu()),
@@ -59,24 +60,24 @@ def test_rms_norm_cuda(shape, dtype) -> None:
 def test_silu_and_mul_cuda(shape, dtype) -> None:
     x = _randn(*shape, dtype=dtype, scale=4.0)
     assert_matches(
-        ptkit.ops.silu_and_mul(x).cpu(),
-        ptkit.ops.silu_and_mul_reference(x).cpu(),
+        ptkit_ops.silu_and_mul(x).cpu(),
+        ptkit_ops.silu_and_mul_reference(x).cpu(),
         dtype,
-        bound=silu_error_bound(ptkit.ops.silu_and_mul_reference(x).cpu()),
+        bound=silu_error_bound(ptkit_ops.silu_and_mul_reference(x).cpu()),
     )
     xt = (
         x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() == 2 and x.shape[0] > 1 else x
     )
     assert_matches(
-        ptkit.ops.silu_and_mul(xt).cpu(),
-        ptkit.ops.silu_and_mul_reference(xt).cpu(),
+        ptkit_ops.silu_and_mul(xt).cpu(),
+        ptkit_ops.silu_and_mul_reference(xt).cpu(),
         dtype,
-        bound=silu_error_bound(ptkit.ops.silu_and_mul_reference(xt).cpu()),
+        bound=silu_error_bound(ptkit_ops.silu_and_mul_reference(xt).cpu()),
     )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
-@pytest.mark.parametrize("activation", ptkit.ops.ACTIVATIONS)
+@pytest.mark.parametrize("activation", ptkit_ops.ACTIVATIONS)
 @pytest.mark.parametrize(
     "shape",
     [
@@ -96,8 +97,8 @@ def test_fused_linear_cuda(shape, activation, dtype) -> None:
     x = _randn(m, k, dtype=dtype)
     w = _randn(n, k, dtype=dtype, scale=1 / math.sqrt(k))
     for bias in (None, _randn(n, dtype=dtype)):
-        out = ptkit.ops.fused_linear(x, w, bias, activation).cpu()
-        ref = ptkit.ops.fused_linear_reference(x, w, bias, activation).cpu()
+        out = ptkit_ops.fused_linear(x, w, bias, activation).cpu()
+        ref = ptkit_ops.fused_linear_reference(x, w, bias, activation).cpu()
         bound = linear_error_bound(x.cpu(), w.cpu(), bias.cpu() if bias is not None else None)
         assert_matches(out, ref, dtype, bound=bound)
 
@@ -106,9 +107,9 @@ def test_bad_input_on_cuda_is_an_exception_not_a_crash() -> None:
     with pytest.raises(
         (RuntimeError, ValueError), match=r"ptkit\.rms_norm: expected weight of shape \[8\]"
     ):
-        ptkit.ops.rms_norm(_randn(2, 8, dtype=torch.float32), _randn(7, dtype=torch.float32))
+        ptkit_ops.rms_norm(_randn(2, 8, dtype=torch.float32), _randn(7, dtype=torch.float32))
     with pytest.raises((RuntimeError, ValueError), match=r"ptkit\.rms_norm: expected weight on"):
-        ptkit.ops.rms_norm(_randn(2, 8, dtype=torch.float32), torch.randn(8))
+        ptkit_ops.rms_norm(_randn(2, 8, dtype=torch.float32), torch.randn(8))
 
 
 @torch.no_grad()
@@ -120,9 +121,9 @@ def test_cuda_graph_capture_of_a_decode_step() -> None:
     static_x = _randn(4, 1, hidden, dtype=torch.bfloat16)
 
     def step(x: torch.Tensor) -> torch.Tensor:
-        h = ptkit.ops.rms_norm(x, norm, 1e-6)
-        h = ptkit.ops.silu_and_mul(ptkit.ops.fused_linear(h, up, None, "none"))
-        return x + ptkit.ops.fused_linear(h, down, None, "none")
+        h = ptkit_ops.rms_norm(x, norm, 1e-6)
+        h = ptkit_ops.silu_and_mul(ptkit_ops.fused_linear(h, up, None, "none"))
+        return x + ptkit_ops.fused_linear(h, down, None, "none")
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

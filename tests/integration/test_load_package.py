@@ -132,8 +132,9 @@ def test_load_package_records_every_outcome(site: Path) -> None:
     assert statuses["libmypkg_bad.so"][0] == "failed"
     assert statuses["libmypkg_bad.so"][1].startswith("libmypkg_bad.so does not match its manifest")
     assert statuses["mypkg.metal"][0] == "skipped"
-    assert "mypkg passes no metal_binding to ptkit.runtime.load_package" in (
-        statuses["mypkg.metal"][1]
+    assert (
+        "mypkg passes no metal_binding to ptkit.runtime.load_package"
+        in (statuses["mypkg.metal"][1])
     )
     assert (out["loaded_cpu"], out["loaded_metal"]) == (True, False)
     assert load["ops"] == {"mypkg": {"scale": ["float32", "bfloat16"], "missing": ["float32"]}}

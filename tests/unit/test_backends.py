@@ -38,7 +38,9 @@ def test_device_kinds_and_dispatch_keys() -> None:
 
 
 def test_unknown_backend_names_the_known_ones_with_a_suggestion() -> None:
-    with pytest.raises(UnknownBackendError, match=r"unknown backend 'cdua' \(did you mean 'cuda'\?\)"):
+    with pytest.raises(
+        UnknownBackendError, match=r"unknown backend 'cdua' \(did you mean 'cuda'\?\)"
+    ):
         get_backend("cdua")
 
 

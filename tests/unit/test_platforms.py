@@ -71,7 +71,9 @@ def test_repair_commands_leave_out_what_they_are_given() -> None:
     assert linux.startswith("auditwheel repair --only-plat ")
     assert "--exclude 'libtorch*.so' --exclude 'libcudart.so.*'" in linux
     assert "{wheel}" in PLATFORMS["macos"].repair_command(["libtorch.dylib"])
-    assert "delvewheel repair --exclude torch.dll" in PLATFORMS["windows"].repair_command(["torch.dll"])
+    assert "delvewheel repair --exclude torch.dll" in PLATFORMS["windows"].repair_command(
+        ["torch.dll"]
+    )
 
 
 def test_isa_levels_per_processor_and_dialect() -> None:
