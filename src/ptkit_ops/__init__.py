@@ -119,6 +119,4 @@ __version__ = _installed_version() or ptkit.__version__
 
 # A source checkout has no native folder: the reference implementations serve.
 if (Path(__file__).resolve().parent / "_native").is_dir():
-    ptkit.runtime.load_package(
-        __name__, metal_binding=register_metal_kernels, ops={NAMESPACE: OPS}
-    )
+    ptkit.runtime.load_package(__name__, metal_binding=register_metal_kernels, ops={NAMESPACE: OPS})

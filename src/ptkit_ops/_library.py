@@ -1,4 +1,4 @@
-"""The ``ptkit`` operator namespace: schemas, reference and fake kernels.
+"""The ``ptkit`` operator namespace: schemas, reference and fake kernels, gradients.
 
 Schemas are defined here, once. The reference implementation is registered for
 every device (CompositeExplicitAutograd); a native library registers backend keys
@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ptkit_ops import _checks
+from ptkit_ops._autograd import register_gradients
 
 NAMESPACE = "ptkit"
 
@@ -101,3 +102,5 @@ for _name, _fn in REFERENCE_IMPLEMENTATIONS.items():
 torch.library.register_fake(f"{NAMESPACE}::rms_norm", _rms_norm_fake, lib=_LIBRARY)
 torch.library.register_fake(f"{NAMESPACE}::fused_linear", _fused_linear_fake, lib=_LIBRARY)
 torch.library.register_fake(f"{NAMESPACE}::silu_and_mul", _silu_and_mul_fake, lib=_LIBRARY)
+# One backward per op for every implementation (native or reference): _autograd.py.
+register_gradients(NAMESPACE, _LIBRARY)
