@@ -22,6 +22,7 @@ using namespace ptkit::op_support;
 namespace k = ptkit::cpu;
 
 void check_cpu(const char* op, const char* arg, const Tensor& t) {
+  check_defined(op, arg, t);
   PTKIT_CHECK(t.is_cpu(), "ptkit.", op, ": expected ", arg,
               " on the CPU (this is the CPU kernel), got a tensor on another device");
 }

@@ -31,6 +31,8 @@ bool on_this_backend(const Tensor& t) { return t.is_cuda(); }
 #endif
 
 void check_device(const char* op, const char* arg, const Tensor& t, const Tensor& x) {
+  check_defined(op, arg, t);
+  check_defined(op, "x", x);
   PTKIT_CHECK(on_this_backend(t), "ptkit.", op, ": expected ", arg, " on a ", kDevice,
               " device (this is the ", kDevice, " kernel), got a tensor on another device");
   PTKIT_CHECK(t.get_device_index() == x.get_device_index(), "ptkit.", op, ": expected ", arg, " on ",

@@ -5,6 +5,10 @@ were built and loaded for, the pure-PyTorch reference serves every other device,
 and ``torch.compile(fullgraph=True)`` / ``torch.export`` trace them.
 ``ptkit.runtime.explain("ptkit_ops")`` says which implementation serves which device.
 
+The functions below check their arguments in Python before dispatching, so a mistake
+raises the same exception with the same message on every path (``OpArgumentError``,
+``OpArgumentTypeError``: ValueError / TypeError and RuntimeError both).
+
 This distribution is built with the ptkit toolkit like any other extension project
 (``CMakeLists.txt``, ``recipes/``, one wheel per platform and variant): importing it
 defines the ops, then ``ptkit.runtime.load_package`` loads the native libraries in
@@ -19,7 +23,13 @@ from pathlib import Path
 import torch
 
 import ptkit.runtime
-from ptkit_ops._checks import ACTIVATIONS, SUPPORTED_DTYPES
+from ptkit_ops import _checks
+from ptkit_ops._checks import (
+    ACTIVATIONS,
+    SUPPORTED_DTYPES,
+    OpArgumentError,
+    OpArgumentTypeError,
+)
 from ptkit_ops._library import (
     NAMESPACE,
     SCHEMAS,
@@ -33,6 +43,8 @@ __all__ = [
     "ACTIVATIONS",
     "NAMESPACE",
     "OPS",
+    "OpArgumentError",
+    "OpArgumentTypeError",
     "SCHEMAS",
     "SUPPORTED_DTYPES",
     "__version__",
@@ -65,6 +77,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     Returns:
         A tensor of ``x``'s shape and dtype.
     """
+    _checks.check_rms_norm(x, weight, eps)
     out: torch.Tensor = _rms_norm(x, weight, eps)
     return out
 
@@ -89,6 +102,7 @@ def fused_linear(
     Returns:
         ``[..., out_features]`` in ``x``'s dtype.
     """
+    _checks.check_fused_linear(x, weight, bias, activation)
     out: torch.Tensor = _fused_linear(x, weight, bias, activation)
     return out
 
@@ -102,6 +116,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     Returns:
         ``[..., d]`` in ``x``'s dtype.
     """
+    _checks.check_silu_and_mul(x)
     out: torch.Tensor = _silu_and_mul(x)
     return out
 

@@ -1,6 +1,11 @@
-"""Input checks shared by the reference and fake kernels.
+"""Input checks shared by the public functions, the reference and the fake kernels.
 
-The messages follow the native kernels' (cpp/ops.cpp): ``ptkit.<op>: expected …, got …``.
+The messages are the native kernels' (cpp/include/ptkit/op_support.h):
+``ptkit.<op>: expected …, got …``. One exception type per mistake on every path: a
+bad value raises ``OpArgumentError`` and a non-tensor ``OpArgumentTypeError``; both are
+``RuntimeError``s too, which is what a native kernel raises for the same mistake when
+``torch.ops.ptkit.<op>`` is called directly, so ``except RuntimeError`` (or these
+classes) handles a bad argument whichever implementation serves the device.
 """
 
 from __future__ import annotations
@@ -17,13 +22,59 @@ def dtype_name(dtype: torch.dtype) -> str:
     return _DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
-def _fail(op: str, message: str) -> ValueError:
-    return ValueError(f"ptkit.{op}: {message}")
+class OpArgumentError(ValueError, RuntimeError):
+    """A bad argument value (shape, dtype, device, activation …) of one of ptkit's ops."""
+
+
+class OpArgumentTypeError(TypeError, RuntimeError):
+    """An argument of the wrong type (a tensor expected) for one of ptkit's ops."""
+
+
+# Activation names other libraries use, and ptkit's name for the same function.
+# The native kernels give the same hint (activation_index in op_support.h).
+ACTIVATION_ALIASES = {
+    "swish": "silu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "identity": "none",
+    "linear": "none",
+}
+
+
+def _fail(op: str, message: str) -> OpArgumentError:
+    return OpArgumentError(f"ptkit.{op}: {message}")
+
+
+def _not_a_tensor(op: str, arg: str, value: object) -> OpArgumentTypeError:
+    given = "None" if value is None else type(value).__name__
+    return OpArgumentTypeError(f"ptkit.{op}: expected {arg} to be a torch.Tensor, got {given}")
+
+
+def _edit_distance(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
+    return row[-1]
+
+
+def activation_hint(name: object) -> str:
+    """`` (swish is silu: pass activation='silu')``, or `` (did you mean 'silu'?)`` for the
+    first activation within two edits, else ``""``: the rule the native kernels apply."""
+    if not isinstance(name, str):
+        return ""
+    alias = ACTIVATION_ALIASES.get(name.lower())
+    if alias is not None:
+        return f" ({name} is {alias}: pass activation={alias!r})"
+    distances = [(_edit_distance(name.lower(), known), known) for known in ACTIVATIONS]
+    distance, closest = min(distances, key=lambda pair: pair[0])
+    return f" (did you mean {closest!r}?)" if distance <= 2 else ""
 
 
 def _check_x(op: str, x: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"ptkit.{op}: expected x to be a torch.Tensor, got {type(x).__name__}")
+        raise _not_a_tensor(op, "x", x)
     if x.dtype not in SUPPORTED_DTYPES:
         raise _fail(
             op, f"expected x of dtype float32, float16 or bfloat16, got {dtype_name(x.dtype)}"
@@ -34,7 +85,7 @@ def _check_x(op: str, x: torch.Tensor) -> None:
 
 def _check_like_x(op: str, arg: str, t: torch.Tensor, x: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"ptkit.{op}: expected {arg} to be a torch.Tensor, got {type(t).__name__}")
+        raise _not_a_tensor(op, arg, t)
     if t.dtype != x.dtype:
         raise _fail(
             op,
@@ -73,7 +124,8 @@ def check_fused_linear(
     if activation not in ACTIVATIONS:
         raise _fail(
             "fused_linear",
-            f"expected activation to be one of {', '.join(ACTIVATIONS)}, got {activation!r}",
+            f"expected activation to be one of {', '.join(ACTIVATIONS)}, got {activation!r}"
+            + activation_hint(activation),
         )
     _check_x("fused_linear", x)
     _check_like_x("fused_linear", "weight", weight, x)

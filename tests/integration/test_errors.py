@@ -1,10 +1,15 @@
 """Invalid input: a clear error naming the op, what was expected and what was given,
-from the native kernel (RuntimeError) and from the reference (ValueError) alike."""
+the same type and message from the native kernel and from the reference."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 import torch
+from support import child_python, python_env
 
 import ptkit_ops
 
@@ -63,31 +68,108 @@ CASES = [
         lambda: (torch.randn(2, 8).half(), torch.randn(4, 8), None, "none"),
         r"ptkit\.fused_linear: expected weight of dtype float16 \(the dtype of x\), got float32",
     ),
+    (
+        "rms_norm",
+        lambda: (None, torch.randn(8)),
+        r"ptkit\.rms_norm: expected x to be a torch.Tensor, got None",
+    ),
+    (
+        "fused_linear",
+        lambda: (torch.randn(2, 8), None, None, "none"),
+        r"ptkit\.fused_linear: expected weight to be a torch.Tensor, got None",
+    ),
+    (
+        "fused_linear",
+        lambda: (torch.randn(2, 8), torch.randn(4, 8), None, "swish"),
+        r"ptkit\.fused_linear: expected activation to be one of none, relu, gelu, gelu_tanh, "
+        r"silu, got 'swish' \(swish is silu: pass activation='silu'\)",
+    ),
+    (
+        "fused_linear",
+        lambda: (torch.randn(2, 8), torch.randn(4, 8), None, "sillu"),
+        r"ptkit\.fused_linear: expected activation to be one of none, relu, gelu, gelu_tanh, "
+        r"silu, got 'sillu' \(did you mean 'silu'\?\)",
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("op", "make_args", "message"), CASES, ids=lambda c: c if isinstance(c, str) else ""
-)
-def test_native_kernel_rejects_bad_input(op: str, make_args, message: str) -> None:
-    with pytest.raises((RuntimeError, ValueError), match=message):
-        getattr(ptkit_ops, op)(*make_args())
+# Whatever implementation serves the device, a mistake through the public functions raises
+# the same type with the same message; through torch.ops.ptkit.* directly, a RuntimeError
+# with the same message (ptkit_ops/_checks.py says why).
+PROBE = r"""
+import json, sys, torch, ptkit_ops
+
+sys.path[:0] = [TESTS, TESTS + "/.."]
+from test_errors import CASES
+
+out = []
+for op, make_args, _ in CASES:
+    row = {}
+    for entry, fn in (("public", getattr(ptkit_ops, op)), ("torch.ops", getattr(torch.ops.ptkit, op))):
+        try:
+            fn(*make_args())
+        except Exception as exc:
+            row[entry] = [type(exc).__name__, isinstance(exc, RuntimeError), str(exc).splitlines()[0]]
+    out.append(row)
+print(json.dumps(out))
+"""
+
+
+def _probe(**env: str) -> list[dict[str, list]]:
+    code = PROBE.replace("TESTS", repr(str(Path(__file__).parent)))
+    proc = child_python(code, env=python_env(**env))
+    # A None reaching a kernel must not print a C++ backtrace from torch's C shim.
+    assert "Exception across libtorch C API boundary" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def native() -> list[dict[str, list]]:
+    return _probe()
+
+
+@pytest.fixture(scope="module")
+def reference() -> list[dict[str, list]]:
+    return _probe(PTKIT_FORCE_REFERENCE="1")
+
+
+@pytest.mark.parametrize(("index", "case"), list(enumerate(CASES)), ids=[c[0] for c in CASES])
+def test_the_same_mistake_is_the_same_error_on_both_paths(
+    native: list[dict[str, list]], reference: list[dict[str, list]], index: int, case: tuple
+) -> None:
+    _, _, message = case
+    for path in (native, reference):
+        kind, is_runtime_error, text = path[index]["public"]
+        assert kind in ("OpArgumentError", "OpArgumentTypeError"), path[index]
+        assert is_runtime_error and re.fullmatch(message, text), text
+        # Called through torch.ops directly: a RuntimeError with the same message.
+        direct_kind, direct_is_runtime_error, direct_text = path[index]["torch.ops"]
+        assert direct_is_runtime_error, path[index]
+        assert re.fullmatch(message, direct_text), direct_text
+    assert native[index]["public"] == reference[index]["public"]
+    assert native[index]["torch.ops"][2] == reference[index]["torch.ops"][2]
 
 
 @pytest.mark.parametrize(
     ("op", "make_args", "message"), CASES, ids=lambda c: c if isinstance(c, str) else ""
 )
-def test_reference_rejects_bad_input_with_the_same_message(
+def test_the_exception_classes_are_value_or_type_errors_and_runtime_errors(
     op: str, make_args, message: str
 ) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ptkit_ops.OpArgumentError, ptkit_ops.OpArgumentTypeError)) as info:
+        getattr(ptkit_ops, op)(*make_args())
+    assert isinstance(info.value, RuntimeError)
+    assert isinstance(info.value, (ValueError, TypeError))
+    with pytest.raises(type(info.value), match=message):
         getattr(ptkit_ops, f"{op}_reference")(*make_args())
 
 
 def test_meta_tensors_are_checked_by_the_fake_kernel() -> None:
     x = torch.empty(2, 8, device="meta")
     assert ptkit_ops.rms_norm(x, torch.empty(8, device="meta")).shape == (2, 8)
-    with pytest.raises(ValueError, match=r"ptkit\.rms_norm: expected weight of shape \[8\]"):
+    with pytest.raises(
+        ptkit_ops.OpArgumentError, match=r"ptkit\.rms_norm: expected weight of shape \[8\]"
+    ):
         ptkit_ops.rms_norm(x, torch.empty(9, device="meta"))
 
 

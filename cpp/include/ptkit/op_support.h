@@ -1,5 +1,5 @@
 // What every backend's op layer shares: error messages in one format
-// ("ptkit.<op>: expected …, got …", the same as src/ptkit/ops/_checks.py), shape and
+// ("ptkit.<op>: expected …, got …", the same as src/ptkit_ops/_checks.py), shape and
 // dtype checks, output allocation. Header-only, stable ABI only.
 #pragma once
 
@@ -7,6 +7,8 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -71,6 +73,12 @@ inline int32_t float_dtype_index(const char* op, const char* arg, const Tensor& 
   }
 }
 
+// A None where a tensor is expected reaches a kernel as an undefined tensor (the
+// dispatcher chose the kernel from the other arguments): say so before touching it.
+inline void check_defined(const char* op, const char* arg, const Tensor& t) {
+  PTKIT_CHECK(t.defined(), "ptkit.", op, ": expected ", arg, " to be a torch.Tensor, got None");
+}
+
 inline void check_same_dtype(const char* op, const char* arg, const Tensor& t, const Tensor& x) {
   PTKIT_CHECK(t.scalar_type() == x.scalar_type(), "ptkit.", op, ": expected ", arg, " of dtype ",
               dtype_name(x.scalar_type()), " (the dtype of x), got ", dtype_name(t.scalar_type()));
@@ -116,14 +124,52 @@ inline LibraryLinear library_linear(const Tensor& x, const Tensor& weight, int64
   return {x2d, y};
 }
 
-// Index into ptkit.ops.ACTIVATIONS (none, relu, gelu, gelu_tanh, silu).
+inline size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t previous = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = previous + (a[i - 1] != b[j - 1] ? 1 : 0);
+      previous = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+// Index into ptkit_ops.ACTIVATIONS (none, relu, gelu, gelu_tanh, silu). A wrong name gets
+// the hint src/ptkit_ops/_checks.py gives (ACTIVATION_ALIASES, then the first name within
+// two edits), so that a mistake reads the same on every path (tests compare them).
 inline int32_t activation_index(const std::string& name) {
   static const char* const names[] = {"none", "relu", "gelu", "gelu_tanh", "silu"};
   for (int32_t i = 0; i < 5; ++i) {
     if (name == names[i]) return i;
   }
+  static const char* const aliases[][2] = {{"swish", "silu"},
+                                           {"gelu_new", "gelu_tanh"},
+                                           {"gelu_pytorch_tanh", "gelu_tanh"},
+                                           {"identity", "none"},
+                                           {"linear", "none"}};
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string hint;
+  for (const auto& alias : aliases) {
+    if (lower == alias[0]) hint = " (" + name + " is " + alias[1] + ": pass activation='" + alias[1] + "')";
+  }
+  if (hint.empty()) {
+    size_t best = 3;
+    for (int32_t i = 0; i < 5; ++i) {
+      const size_t distance = edit_distance(lower, names[i]);
+      if (distance < best) {
+        best = distance;
+        hint = std::string(" (did you mean '") + names[i] + "'?)";
+      }
+    }
+  }
   fail("ptkit.fused_linear: expected activation to be one of none, relu, gelu, gelu_tanh, silu, got '",
-       name, "'");
+       name, "'", hint);
 }
 
 // Shape checks of each op, shared by every backend.
