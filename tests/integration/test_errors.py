@@ -143,7 +143,7 @@ def test_the_same_mistake_is_the_same_error_on_both_paths(
         assert kind in ("OpArgumentError", "OpArgumentTypeError"), path[index]
         assert is_runtime_error and re.fullmatch(message, text), text
         # Called through torch.ops directly: a RuntimeError with the same message.
-        direct_kind, direct_is_runtime_error, direct_text = path[index]["torch.ops"]
+        _, direct_is_runtime_error, direct_text = path[index]["torch.ops"]
         assert direct_is_runtime_error, path[index]
         assert re.fullmatch(message, direct_text), direct_text
     assert native[index]["public"] == reference[index]["public"]
