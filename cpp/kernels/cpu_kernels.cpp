@@ -157,24 +157,22 @@ PTKIT_INLINE void dispatch_activation(Activation a, F&& f) {
 }
 
 // ---------------------------------------------------------------------------
-// rms_norm: pass 1 sums squares with four accumulators, pass 2 scales; the row
-// (<= a few tens of KiB) is still in L1/L2 for the second read.
+// rms_norm: pass 1 sums squares, pass 2 scales; the row (<= a few tens of KiB) is
+// still in L1/L2 for the second read. Pass 1 is blocked: four float32 vector
+// accumulators over at most kSumBlock elements, each block's sum added to a double,
+// so the error of the sum stays near float32's unit roundoff for rows of any length
+// (a running float32 sum over 2^27 elements is off by several percent).
+constexpr int64_t kSumBlock = 4096;  // a multiple of 4 * kWidth
 
 template <class E>
-void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
-  using T = typename E::T;
-  const T* w = static_cast<const T*>(a.weight);
-  const int64_t cols = a.cols;
-  const int64_t c16 = cols - cols % (2 * kWidth);
-  const int64_t c32 = cols - cols % (4 * kWidth);
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const T* x = static_cast<const T*>(a.x) + r * a.x_row_stride;
-    T* y = static_cast<T*>(a.y) + r * a.y_row_stride;
-
-    // Pass 1: sum of squares, four accumulators.
+double sum_of_squares(const typename E::T* x, int64_t cols) {
+  double total = 0.0;
+  for (int64_t begin = 0; begin < cols; begin += kSumBlock) {
+    const int64_t end = std::min(cols, begin + kSumBlock);
+    const int64_t e32 = end - (end - begin) % (4 * kWidth);
     f32x8 s0 = simd::zero(), s1 = simd::zero(), s2 = simd::zero(), s3 = simd::zero();
-    int64_t c = 0;
-    for (; c < c32; c += 4 * kWidth) {
+    int64_t c = begin;
+    for (; c < e32; c += 4 * kWidth) {
       f32x8 v0, v1, v2, v3;
       E::load2(x + c, v0, v1);
       E::load2(x + c + 2 * kWidth, v2, v3);
@@ -183,20 +181,36 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
       s2 = simd::fmadd(v2, v2, s2);
       s3 = simd::fmadd(v3, v3, s3);
     }
-    for (; c + kWidth <= cols; c += kWidth) {
+    for (; c + kWidth <= end; c += kWidth) {
       const f32x8 v = E::load(x + c);
       s0 = simd::fmadd(v, v, s0);
     }
-    float ss = simd::hsum((s0 + s1) + (s2 + s3));
-    for (; c < cols; ++c) {
+    float block = simd::hsum((s0 + s1) + (s2 + s3));
+    for (; c < end; ++c) {
       const float v = E::load1(x + c);
-      ss += v * v;
+      block += v * v;
     }
+    total += static_cast<double>(block);
+  }
+  return total;
+}
+
+template <class E>
+void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
+  using T = typename E::T;
+  const T* w = static_cast<const T*>(a.weight);
+  const int64_t cols = a.cols;
+  const int64_t c16 = cols - cols % (2 * kWidth);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const T* x = static_cast<const T*>(a.x) + r * a.x_row_stride;
+    T* y = static_cast<T*>(a.y) + r * a.y_row_stride;
+    const double ss = sum_of_squares<E>(x, cols);
 
     // Pass 2: y = x * inv * w (the row is still in L1 / L2).
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(cols) + a.eps);
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(cols) + a.eps));
     const f32x8 vinv = simd::splat(inv);
-    for (c = 0; c < c16; c += 2 * kWidth) {
+    int64_t c = 0;
+    for (; c < c16; c += 2 * kWidth) {
       f32x8 x0, x1, w0, w1;
       E::load2(x + c, x0, x1);
       E::load2(w + c, w0, w1);
