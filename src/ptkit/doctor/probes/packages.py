@@ -8,10 +8,12 @@ backend and devices, stable ABI, file integrity) and ``ptkit.loading.routes.rout
 with the dispatcher's answer predicted from those decisions. Nothing is loaded and torch
 is not imported. ``LoadStatus.LOADED`` here means "would load".
 
-The packages are ptkit and every package of the ``ptkit.packages`` entry-point group
-(``ptkit.loading.packages.discover_packages``: the ``*.dist-info/entry_points.txt`` files
-on the path, read directly, about 2 ms), each located without importing it;
-``probe_packages(packages=…)`` takes any ``name -> package folder`` map instead.
+The packages are those of the ``ptkit.packages`` entry-point group (ptkit-ops declares
+``ptkit_ops``; ``ptkit.loading.packages.discover_packages``: the
+``*.dist-info/entry_points.txt`` files on the path, read directly, about 2 ms), each
+located without importing it; ``probe_packages(packages=…)`` takes any ``name -> package
+folder`` map instead. Which devices torch would see follows CUDA's driver rule
+(``ptkit.backends.cuda.driver_problem``), as ``ptkit select`` and PTK201 apply it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ptkit.backends import version_pair
+from ptkit.backends.cuda import driver_problem
 from ptkit.doctor.model import LibraryFacts, PackageFacts, RouteFacts, TorchInstall
 from ptkit.doctor.probes.distributions import normalize
 from ptkit.hardware.facts import Machine
@@ -64,17 +68,13 @@ def torch_facts_from(
     mps_available = False
     system = machine.system if machine else platform.system()
     arch = machine.machine if machine else platform.machine()
-    if machine is not None and torch.cuda and machine.nvidia:
+    cuda = version_pair(torch.cuda)
+    if machine is not None and cuda is not None and machine.nvidia:
         have = machine.cuda_driver_version
-        need = _major(torch.cuda)
-        if machine.nvidia_driver is None and have is None:
-            # No driver: torch.cuda.is_available() is False, torch sees no device.
-            notes.append("no NVIDIA driver is loaded: torch would see no CUDA device")
-        elif have is not None and need is not None and have[0] < need:
-            notes.append(
-                f"the NVIDIA driver supports CUDA {have[0]}.{have[1]}, torch needs CUDA "
-                f"{torch.cuda}: torch would see no CUDA device"
-            )
+        too_old = driver_problem(f"torch {torch.version}", cuda[0], machine.nvidia_driver, have)
+        if too_old:
+            # torch.cuda.is_available() is False: torch sees no device.
+            notes.append(f"{too_old}: torch would see no CUDA device")
         else:
             cuda_driver = have
             known = [g for g in machine.nvidia if g.compute_capability is not None]
@@ -110,11 +110,6 @@ def torch_facts_from(
         mps_available=mps_available,
     )
     return facts, tuple(notes)
-
-
-def _major(version: str) -> int | None:
-    match = re.match(r"(\d+)", version)
-    return int(match.group(1)) if match else None
 
 
 def _toolkit(manifest: Manifest) -> str | None:
@@ -179,9 +174,11 @@ def probe_package(
     switches: RuntimeSwitches,
     this_platform: str,
     version: str | None = None,
+    distribution: str | None = None,
 ) -> PackageFacts:
     """One package: each manifest in ``<location>/_native`` and the loader's verdict.
-    ``version``: the installed distribution's (else read beside the package)."""
+    ``version``, ``distribution``: the installed distribution's (else the version is
+    read beside the package)."""
     decisions: list[LoadDecision] = []
     manifests: list[Manifest] = []
     predicted = torch_facts_from(torch, machine)
@@ -253,6 +250,7 @@ def probe_package(
         location=str(location),
         libraries=tuple(library_facts(d) for d in decisions),
         routes=tuple(route_rows),
+        distribution=distribution,
     )
 
 
@@ -266,9 +264,9 @@ def probe_packages(
     paths: Sequence[str] | None = None,
 ) -> tuple[PackageFacts, ...]:
     """Every package that ships ptkit manifests: ``packages`` (name -> folder), else each
-    of ``names`` found on the path without importing it, else ptkit and every package of
-    the ``ptkit.packages`` entry-point group on ``paths`` (default ``sys.path``). A
-    declared package that cannot be found is left out."""
+    of ``names`` found on the path without importing it, else every package of the
+    ``ptkit.packages`` entry-point group on ``paths`` (default ``sys.path``). A declared
+    package that cannot be found is left out."""
     switches = RuntimeSwitches.from_environ(environ)
     this_platform = (
         f"{machine.system}-{machine.machine}".lower()
@@ -276,10 +274,12 @@ def probe_packages(
         else manifest_platform()
     )
     versions: dict[str, str] = {}
+    distributions: dict[str, str] = {}
     if packages is None:
         if names is None:
             entries = discover_packages(paths)
             versions = {e.module: e.version for e in entries}
+            distributions = {e.module: e.distribution for e in entries}
             modules = list(dict.fromkeys(e.module for e in entries))
         else:
             modules = list(names)
@@ -294,6 +294,7 @@ def probe_packages(
             switches=switches,
             this_platform=this_platform,
             version=versions.get(name),
+            distribution=distributions.get(name),
         )
         for name, location in packages.items()
     )
