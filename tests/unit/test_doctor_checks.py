@@ -172,6 +172,7 @@ SMOKE_OK = SmokeFacts(
     rows=(SmokeRow("rms_norm", "cpu", "float32", "native", 0.0, 1e-5, True, None),),
     torch_version="2.14.1+cu130",
     import_seconds=1.5,
+    packages=(SmokePackage("ptkit_ops", 3, ()),),
 )
 
 
@@ -613,6 +614,7 @@ def test_the_text_report_has_every_section():
     assert "nvidia:0  NVIDIA H200  sm_90" in text
     assert "libptkit_cpu.so [cpu] loaded" in text and "isa x86-64-v3,default" in text
     assert "warning PTK104 torch-cpu-build-on-nvidia-gpu" in text
+    assert "  ptkit_ops: load checks ok (3 op kernels registered)\n" in text
     assert "fix: " in text
     assert "exit code 1" in text
     assert "\033[" not in text

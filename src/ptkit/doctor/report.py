@@ -288,6 +288,11 @@ def _smoke(w: _Writer, facts: Facts) -> None:
     w.line(f"{imported}; the child took {s.seconds:.2f} s")
     if s.error:
         w.line(f"error: {s.error}")
+    for p in s.packages:
+        verdict = w.style("ok", "ok") if not p.problems else w.style("FAILED", Severity.ERROR)
+        w.line(f"{p.name}: load checks {verdict} ({p.kernels_checked} op kernels registered)")
+        for problem in p.problems:
+            w.line(problem, 2)
     if s.rows:
         w.line(f"{'op':<13} {'device':<7} {'dtype':<9} {'impl':<10} {'max err':>9} {'time':>10}")
     for r in s.rows:
