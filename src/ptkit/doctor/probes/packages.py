@@ -23,13 +23,17 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ptkit.backends import version_pair
+from ptkit.backends import backends_for_device_type, version_pair
 from ptkit.backends.cuda import driver_problem
 from ptkit.doctor.model import LibraryFacts, PackageFacts, RouteFacts, TorchInstall
-from ptkit.doctor.probes.distributions import normalize
 from ptkit.hardware.facts import Machine
 from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
-from ptkit.loading.packages import NATIVE_FOLDER, discover_packages, locate_package
+from ptkit.loading.packages import (
+    NATIVE_FOLDER,
+    discover_packages,
+    locate_package,
+    package_version,
+)
 from ptkit.loading.routes import predicted_has_kernel, routes
 from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
 from ptkit.loading.switches import RuntimeSwitches
@@ -43,6 +47,9 @@ __all__ = [
     "probe_packages",
     "torch_facts_from",
 ]
+
+# The backends whose libraries serve the devices torch calls cuda (CUDA's and HIP's).
+_TORCH_CUDA_BACKENDS = frozenset(b.name for b in backends_for_device_type("cuda"))
 
 
 def _macos_major() -> int | None:
@@ -145,26 +152,6 @@ def library_facts(decision: LoadDecision) -> LibraryFacts:
     )
 
 
-def _package_version(name: str, location: Path) -> tuple[str, str | None]:
-    """The installed version (the dist-info beside the package), else the source tree's
-    ``_version.py``; and the local label (``+cu13``) when there is one."""
-    wanted = normalize(name)
-    try:
-        folders = sorted(location.parent.glob("*.dist-info"))
-    except OSError:
-        folders = []
-    for folder in folders:
-        dist, _, version = folder.name[: -len(".dist-info")].partition("-")
-        if normalize(dist) == wanted and version:
-            return version, (version.partition("+")[2] or None)
-    try:
-        text = (location / "_version.py").read_text(encoding="utf-8")
-    except OSError:
-        return "unknown", None
-    match = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text, re.MULTILINE)
-    return (match.group(1) if match else "unknown"), None
-
-
 def probe_package(
     name: str,
     location: Path,
@@ -206,7 +193,7 @@ def probe_package(
             continue
         facts, notes = predicted
         decision = decide_without_loading(manifest, facts, switches, this_platform)
-        if notes and manifest.backend in ("cuda", "hip"):
+        if notes and manifest.backend in _TORCH_CUDA_BACKENDS:
             decision = LoadDecision(
                 decision.manifest_path,
                 decision.status,
@@ -238,9 +225,8 @@ def probe_package(
                     RouteFacts(row.op, row.device_type, row.implementation, row.library, row.reason)
                 )
     if version is None:
-        version, label = _package_version(name, location)
-    else:
-        label = version.partition("+")[2] or None
+        version = package_version(name) or "unknown"  # the loader's lookup of the dist-info
+    label = version.partition("+")[2] or None
     variants = sorted({m.variant for m in manifests})
     variant = variants[0] if len(variants) == 1 else label
     return PackageFacts(
