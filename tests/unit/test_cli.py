@@ -171,3 +171,9 @@ def test_an_unknown_check_is_a_usage_error() -> None:
     status, _, err, _ = ptkit("doctor", "--select", "PTK2020")
     assert status == 2
     assert "did you mean PTK202?" in err and "Traceback" not in err
+
+
+def test_an_unknown_command_suggests_the_closest() -> None:
+    status, _, err, _ = ptkit("doctr")
+    assert status == 2
+    assert "Error: No such command 'doctr' (did you mean 'doctor'?); expected one of build," in err

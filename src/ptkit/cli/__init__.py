@@ -53,6 +53,19 @@ class LazyGroup(click.Group):
             raise TypeError(f"{target} is not a click command")
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from ptkit.backends.base import did_you_mean  # only on this error path
+
+            ctx.fail(
+                f"No such command {name!r}{did_you_mean(name, self.list_commands(ctx))}; "
+                f"expected one of {', '.join(self.list_commands(ctx))}."
+            )
+        return super().resolve_command(ctx, args)
+
 
 def _print_cmake_dir(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
