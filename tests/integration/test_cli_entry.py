@@ -42,7 +42,9 @@ def ptkit(*args: str, ok: tuple[int, ...] = (0,)) -> tuple[str, bool, str]:
 def test_the_console_script_is_ptkit_cli_main():
     text = SCRIPT.read_text()
     assert "from ptkit.cli import main" in text, text
-    proc = run([str(SCRIPT), "select", "--root", str(FIXTURES / "no_gpu"), "--json"], env=python_env())
+    proc = run(
+        [str(SCRIPT), "select", "--root", str(FIXTURES / "no_gpu"), "--json"], env=python_env()
+    )
     assert json.loads(proc.stdout)["variant"] == "cpu"
 
 

@@ -149,7 +149,12 @@ def test_colour_on_a_terminal_unless_no_color():
 
 def test_select_ignore_and_unknown_ids():
     result = doctor(
-        "doctor", "--json", "--select", "PTK101", "--select", "PTK102,package-without-native-library"
+        "doctor",
+        "--json",
+        "--select",
+        "PTK101",
+        "--select",
+        "PTK102,package-without-native-library",
     )
     document = assert_valid(result)
     assert set(result.checks()) <= {"PTK101", "PTK102", "PTK301"}
