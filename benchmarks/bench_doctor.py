@@ -14,12 +14,13 @@ median of ``--runs``, the commands interleaved round-robin so that drift and bac
 load hit them alike):
 
 * ``python -c pass``: the interpreter's own start, for scale;
-* ``python -m ptkit_cli doctor --json``: the default report (what the ``ptkit`` console
+* ``python -m ptkit doctor --json``: the default report (what the ``ptkit`` console
   script runs; it must not import torch);
 * ``python -c "import torch"``;
 * ``python -m torch.utils.collect_env``: torch's environment report;
-* ``python -m ptkit_cli doctor --smoke --json`` (``--smoke-runs`` times): the report
-  plus a child that imports torch and ptkit and runs every op on every device.
+* ``python -m ptkit doctor --smoke --json`` (``--smoke-runs`` times): the report
+  plus a child that imports torch and every package built with ptkit, and runs
+  ptkit-ops' ops on every device.
 
 Goals (the issue's): doctor < 0.3 s; collect_env / doctor >= 5; smoke < import torch + 2 s.
 Writes ``doctor.json`` and ``doctor.md`` into ``--out`` and prints the markdown; exits
@@ -89,11 +90,11 @@ def measure(python: str, runs: int, smoke_runs: int) -> dict[str, object]:
         location = installed_ptkit(python, cwd)
         commands: dict[str, tuple[list[str], tuple[int, ...]]] = {
             "python -c pass": ([python, "-c", "pass"], (0,)),
-            "ptkit doctor --json": ([python, "-m", "ptkit_cli", "doctor", "--json"], (0, 1)),
+            "ptkit doctor --json": ([python, "-m", "ptkit", "doctor", "--json"], (0, 1)),
             "python -c 'import torch'": ([python, "-c", "import torch"], (0,)),
             "python -m torch.utils.collect_env": ([python, "-m", "torch.utils.collect_env"], (0,)),
         }
-        smoke_cmd = [python, "-m", "ptkit_cli", "doctor", "--smoke", "--json"]
+        smoke_cmd = [python, "-m", "ptkit", "doctor", "--smoke", "--json"]
         # One warm-up each: the first run pays for cold page cache and .pyc writing.
         for argv, ok in commands.values():
             run_once(argv, cwd, ok)
@@ -115,8 +116,10 @@ def measure(python: str, runs: int, smoke_runs: int) -> dict[str, object]:
         "doctor_exit_code": report["exit_code"],
         "doctor_findings": [f["check"] for f in report["findings"]],
         "smoke_rows": len(smoke_report["rows"]),
+        "smoke_packages": [p["name"] for p in smoke_report["packages"]],
         "smoke_all_ok": smoke_report["torch_imported"]
-        and all(r["ok"] for r in smoke_report["rows"]),
+        and all(r["ok"] for r in smoke_report["rows"])
+        and not any(p["problems"] for p in smoke_report["packages"]),
         "times": times,
     }
 

@@ -1,30 +1,51 @@
-"""The `ptkit` console script enters through `ptkit_cli`: the commands that must not
-import torch (select, index) do not, and the ones that need the ops still get them."""
+"""The installed ``ptkit`` console script (``ptkit.cli:main``): the commands that must not
+import torch (select, index, doctor, matrix) do not, and the ones that need the ops
+(explain) still load them."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import REPO, make_wheel, python_env, run
 
 FIXTURES = REPO / "tests" / "fixtures" / "machines"
+SCRIPT = Path(sys.executable).parent / "ptkit"
 
-# Runs the console script's entry point, then reports whether torch was imported.
+# Runs the console script itself, then reports whether torch was imported.
 PROBE = """
-import atexit, json, sys
+import atexit, json, runpy, sys
 atexit.register(lambda: sys.stderr.write("\\nTORCH_IMPORTED=" + json.dumps("torch" in sys.modules)))
-import ptkit_cli
-sys.argv = ["ptkit", *json.loads(sys.argv[1])]
-ptkit_cli.main()
+sys.argv = [sys.argv[1], *json.loads(sys.argv[2])]
+runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def ptkit(*args: str):
-    proc = run([sys.executable, "-c", PROBE, json.dumps(args)], env=python_env(), cwd=Path("/"))
+def ptkit(*args: str, ok: tuple[int, ...] = (0,)) -> tuple[str, bool, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(SCRIPT), json.dumps(args)],
+        env=python_env(),
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode in ok, proc.stdout + proc.stderr
     body, _, flag = proc.stderr.rpartition("TORCH_IMPORTED=")
     return proc.stdout, json.loads(flag), body
+
+
+def test_the_console_script_is_ptkit_cli_main():
+    text = SCRIPT.read_text()
+    assert "from ptkit.cli import main" in text, text
+    proc = run(
+        [str(SCRIPT), "select", "--root", str(FIXTURES / "no_gpu"), "--json"], env=python_env()
+    )
+    assert json.loads(proc.stdout)["variant"] == "cpu"
 
 
 def test_select_does_not_import_torch():
@@ -38,7 +59,9 @@ def test_select_does_not_import_torch():
     )
     result = json.loads(out)
     assert result["variant"] == "cu13"
-    assert "https://example.org/ptkit/cu13/simple" in json.dumps(result)
+    assert result["commands"]["uv"].startswith(
+        "uv pip install ptkit-ops --index https://example.org/ptkit/cu13/simple"
+    )
     assert torch_imported is False
 
 
@@ -49,18 +72,22 @@ def test_index_build_does_not_import_torch(tmp_path):
     assert torch_imported is False
 
 
+def test_doctor_does_not_import_torch():
+    out, torch_imported, _ = ptkit("doctor", "--json", ok=(0, 1))
+    assert json.loads(out)["schema_version"] == 1
+    assert torch_imported is False
+
+
+def test_matrix_does_not_import_torch():
+    out, torch_imported, _ = ptkit("matrix", "--json", "--source", str(REPO))
+    assert json.loads(out)
+    assert torch_imported is False
+
+
+@pytest.mark.usefixtures("native_cpu_loaded")
 def test_explain_still_loads_the_ops():
     out, torch_imported, _ = ptkit("explain", "--json")
-    routes = json.loads(out)["routes"]
+    packages = {p["name"]: p for p in json.loads(out)["packages"]}
+    routes = packages["ptkit_ops"]["routes"]
     assert {(r["op"], r["device_type"]) for r in routes} >= {("rms_norm", "cpu")}
     assert torch_imported is True
-
-
-def test_the_console_script_is_ptkit_cli():
-    scripts = Path(sys.executable).parent / "ptkit"
-    text = scripts.read_text()
-    assert "from ptkit_cli import main" in text, text
-    proc = run(
-        [str(scripts), "select", "--root", str(FIXTURES / "no_gpu"), "--json"], env=python_env()
-    )
-    assert json.loads(proc.stdout)["variant"] == "cpu"

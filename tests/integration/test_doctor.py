@@ -1,6 +1,7 @@
-"""``ptkit doctor`` in real subprocesses of the installed ptkit: this machine, a venv
-without torch (Python 3.10), a torch that raises on import, nvidia-smi scripts that hang
-or print garbage, recorded machine trees, the doctor failing, and ``--smoke``."""
+"""``ptkit doctor`` in real subprocesses of the installed toolkit and ptkit-ops: this
+machine, a venv without torch (Python 3.10, the toolkit wheel alone), a torch that
+raises on import, nvidia-smi scripts that hang or print garbage, recorded machine trees,
+the doctor failing, and ``--smoke``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import pty
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import jsonschema
 import pytest
-from support import REPO, python_env, run
+from support import REPO, make_wheel, python_env, run
 
 import ptkit.doctor.report
 
@@ -25,13 +27,13 @@ SCHEMA = json.loads(ptkit.doctor.report.SCHEMA_PATH.read_text())
 
 pytestmark = pytest.mark.integration
 
-# The console script's entry, then whether torch was imported (as test_cli_entry.py).
+# The console script's entry (ptkit.cli:main), then whether torch was imported.
 PROBE = """
 import atexit, json, sys
 atexit.register(lambda: sys.stderr.write("\\nTORCH_IMPORTED=" + json.dumps("torch" in sys.modules)))
-import ptkit_cli
+from ptkit.cli import main
 sys.argv = ["ptkit", *json.loads(sys.argv[1])]
-ptkit_cli.main()
+main()
 """
 
 
@@ -98,7 +100,8 @@ def test_this_machine_json_is_valid_and_torch_free():
     facts = document["facts"]
     assert facts["python"]["executable"] == sys.executable
     assert facts["torch"]["version"].startswith("2.")
-    (package,) = [p for p in facts["packages"] if p["name"] == "ptkit"]
+    (package,) = [p for p in facts["packages"] if p["name"] == "ptkit_ops"]
+    assert package["distribution"] == "ptkit-ops"
     assert package["libraries"] and package["libraries"][0]["backend"] == "cpu"
     assert {s["missing"] for s in document["skipped"]} == {"smoke"}
 
@@ -106,7 +109,8 @@ def test_this_machine_json_is_valid_and_torch_free():
 def test_this_machine_text_report_plain_when_not_a_terminal():
     result = doctor("doctor")
     assert result.returncode in (0, 1), result.stderr
-    for title in ("Python", "OS", "torch", "Accelerators", "ptkit", "Runtime profile", "Findings"):
+    titles = ("Python", "OS", "torch", "Accelerators", "Packages built with ptkit", "Findings")
+    for title in (*titles, "Runtime profile"):
         assert f"\n{title}\n" in result.stdout, title
     assert "\033[" not in result.stdout
     assert result.torch_imported is False
@@ -116,7 +120,7 @@ def _on_a_terminal(env: dict[str, str]) -> str:
     primary, secondary = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ptkit_cli", "doctor", "--select", "PTK101,PTK301"],
+            [sys.executable, "-m", "ptkit", "doctor", "--select", "PTK101,PTK301"],
             stdout=secondary,
             stderr=subprocess.PIPE,
             env=env,
@@ -145,7 +149,12 @@ def test_colour_on_a_terminal_unless_no_color():
 
 def test_select_ignore_and_unknown_ids():
     result = doctor(
-        "doctor", "--json", "--select", "PTK101", "--select", "PTK102,ptkit-without-native-library"
+        "doctor",
+        "--json",
+        "--select",
+        "PTK101",
+        "--select",
+        "PTK102,package-without-native-library",
     )
     document = assert_valid(result)
     assert set(result.checks()) <= {"PTK101", "PTK102", "PTK301"}
@@ -163,30 +172,29 @@ def test_list_checks():
     assert result.torch_imported is False
 
 
-# --- (b) torch absent: a Python 3.10 venv without it ------------------------------------
+# --- (b) torch absent: a Python 3.10 venv with the toolkit alone ----------------------
 
 
 @pytest.fixture(scope="module")
-def venv_without_torch(tmp_path_factory: pytest.TempPathFactory, ptkit_wheel: Path) -> Path:
+def toolkit_wheel() -> Path:
+    """The toolkit wheel: $PTKIT_TEST_TOOLKIT_WHEEL (set by `make test`) or dist/toolkit/'s."""
+    given = os.environ.get("PTKIT_TEST_TOOLKIT_WHEEL")
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "toolkit").glob("ptkit-*.whl"))
+    if not wheels or not wheels[-1].is_file():
+        pytest.fail("no toolkit wheel to test: run `make toolkit` (dist/toolkit/ptkit-*.whl)")
+    return wheels[-1].resolve()
+
+
+@pytest.fixture(scope="module")
+def venv_without_torch(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> Path:
     if not PYTHON310.is_file():
         pytest.skip(f"{PYTHON310} is not installed (pyenv's CPython 3.10)")
     folder = tmp_path_factory.mktemp("no-torch") / "venv"
     run([str(PYTHON310), "-m", "venv", str(folder)])
     python = folder / "bin" / "python"
-    # ptkit without torch: its other dependencies as its metadata asks on 3.10 (tomli too).
+    # The toolkit as `pip install ptkit` gives it: its dependencies (tomli on 3.10), no torch.
     run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            str(ptkit_wheel),
-            "click",
-            "packaging",
-            "tomli",
-        ],
+        [str(python), "-m", "pip", "install", "-q", str(toolkit_wheel)],
         env=python_env(PIP_DISABLE_PIP_VERSION_CHECK="1"),
     )
     probe = run([str(python), "-c", "import importlib.util as u; print(u.find_spec('torch'))"])
@@ -200,6 +208,7 @@ def test_torch_absent(venv_without_torch: Path):
     assert result.returncode == 1
     assert document["facts"]["python"]["version"].startswith("3.10.")
     assert document["facts"]["torch"]["location"] is None
+    assert document["facts"]["packages"] == []  # the toolkit is not a package of kernels
     (finding,) = [f for f in document["findings"] if f["check"] == "PTK101"]
     # ptkit select's choice for this machine (no GPU: cpu) names torch's CPU index
     assert finding["severity"] == "error"
@@ -211,6 +220,21 @@ def test_torch_absent(venv_without_torch: Path):
     assert "PTK101 torch-missing" in text.stdout
     assert "fix: install torch for the cpu variant" in text.stdout
     assert "Traceback" not in text.stderr + text.stdout
+
+
+def test_the_console_script_without_torch(venv_without_torch: Path, tmp_path: Path):
+    """select, index, doctor and matrix through bin/ptkit, in a venv that has no torch."""
+    script = venv_without_torch.parent / "ptkit"
+    env = python_env()
+    select = run([str(script), "select", "--root", str(FIXTURES / "h200"), "--json"], env=env)
+    assert json.loads(select.stdout)["variant"] == "cu13"
+    wheel = make_wheel(tmp_path / "in", "alpha", "1.0+cpu")
+    run([str(script), "index", "build", str(wheel), "--out", str(tmp_path / "site")], env=env)
+    assert (tmp_path / "site" / "cpu" / "simple" / "alpha" / "index.html").is_file()
+    matrix = run([str(script), "matrix", "--json", "--source", str(REPO)], env=env)
+    assert json.loads(matrix.stdout)
+    checks = run([str(script), "doctor", "--list-checks"], env=env)
+    assert "PTK101" in checks.stdout
 
 
 def test_torch_absent_smoke_names_the_import_error(venv_without_torch: Path):
@@ -354,7 +378,7 @@ def test_report_that_cannot_be_written_is_exit_2():
         pytest.skip("no /dev/full")
     with open("/dev/full", "w") as full:
         proc = subprocess.run(
-            [sys.executable, "-m", "ptkit_cli", "doctor", "--json"],
+            [sys.executable, "-m", "ptkit", "doctor", "--json"],
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
@@ -371,15 +395,25 @@ def test_report_that_cannot_be_written_is_exit_2():
 
 @pytest.fixture
 def damaged_ptkit(tmp_path: Path) -> dict[str, str]:
-    """A copy of the installed ptkit whose doctor checks module is damaged (a half-written
-    upgrade, a bad edit), first on PYTHONPATH."""
+    """A copy of the installed ptkit with a bad edit in one of the doctor's check modules
+    (a check that raises), first on PYTHONPATH."""
     import ptkit
 
     installed = Path(ptkit.__file__).resolve().parent
     copy = tmp_path / "site" / "ptkit"
     shutil.copytree(installed, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    checks = copy / "doctor" / "checks.py"
-    checks.write_text(checks.read_text() + "\nCHECKS = CHECKS + (None,)\n")
+    devices = copy / "doctor" / "checks" / "devices.py"
+    devices.write_text(
+        devices.read_text()
+        + textwrap.dedent(
+            """
+
+            @check("PTK299", "damaged", Severity.ERROR, summary="a bad edit", fix="none")
+            def damaged(machine: Machine) -> Iterator[Problem]:
+                raise KeyError("damaged on purpose")
+            """
+        )
+    )
     return python_env(PYTHONPATH=str(tmp_path / "site"))
 
 
@@ -388,11 +422,15 @@ def test_a_doctor_bug_is_exit_2_with_one_line(damaged_ptkit: dict[str, str]):
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
-    assert "ptkit doctor: internal error" in lines[0]
+    assert lines[0].startswith(
+        "ptkit doctor: internal error while running the checks: CheckCrashed: check PTK299 "
+        "(damaged) raised KeyError: 'damaged on purpose'"
+    )
     assert "bug in ptkit doctor" in lines[0] and "PTKIT_DOCTOR_DEBUG=1" in lines[0]
     assert "Traceback" not in result.stderr
     as_json = doctor("doctor", "--json", env=damaged_ptkit)
     assert as_json.returncode == 2
+    assert as_json.document["error"] == lines[0]
     assert "Traceback" not in as_json.stderr
     debug = doctor("doctor", env={**damaged_ptkit, "PTKIT_DOCTOR_DEBUG": "1"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr
@@ -419,4 +457,8 @@ def test_smoke_runs_every_op_on_cpu():
         assert row["ok"], row
         assert row["implementation"] == "native", row  # the installed wheel's CPU library
         assert row["max_error"] is not None and row["seconds"] > 0
-    assert not {"PTK103", "PTK305", "PTK306"} & set(result.checks())
+    # The load checks every ptkit-built package gets (ptkit.runtime.smoke.check_loading).
+    packages = {p["name"]: p for p in smoke["packages"]}
+    assert packages["ptkit_ops"]["problems"] == []
+    assert packages["ptkit_ops"]["kernels_checked"] >= 3
+    assert not {"PTK103", "PTK305", "PTK306", "PTK307"} & set(result.checks())

@@ -11,12 +11,20 @@ import dataclasses
 import io
 import json
 import re
+from collections.abc import Iterator
 
 import jsonschema
 import pytest
 
 from ptkit.doctor import exit_code_for, run_doctor
-from ptkit.doctor.checks import CHECKS, UnknownCheckError, resolve_ids, run_checks
+from ptkit.doctor.checks import (
+    CHECKS,
+    Problem,
+    UnknownCheckError,
+    check,
+    resolve_ids,
+    run_checks,
+)
 from ptkit.doctor.model import (
     Facts,
     LibraryFacts,
@@ -27,6 +35,7 @@ from ptkit.doctor.model import (
     RouteFacts,
     Severity,
     SmokeFacts,
+    SmokePackage,
     SmokeRow,
     ToolchainFacts,
     TorchInstall,
@@ -131,7 +140,13 @@ def ptkit_package(*libraries: LibraryFacts, variant: str = "cpu") -> PackageFact
         for op in ("rms_norm", "fused_linear", "silu_and_mul")
     )
     return PackageFacts(
-        "ptkit", f"0.1.0+{variant}", variant, "/venv/site-packages/ptkit", libraries, routes
+        "ptkit_ops",
+        f"0.1.0+{variant}",
+        variant,
+        "/venv/site-packages/ptkit_ops",
+        libraries,
+        routes,
+        distribution="ptkit-ops",
     )
 
 
@@ -157,6 +172,7 @@ SMOKE_OK = SmokeFacts(
     rows=(SmokeRow("rms_norm", "cpu", "float32", "native", 0.0, 1e-5, True, None),),
     torch_version="2.14.1+cu130",
     import_seconds=1.5,
+    packages=(SmokePackage("ptkit_ops", 3, ()),),
 )
 
 
@@ -166,7 +182,7 @@ def facts(**changes: object) -> Facts:
 
 def ids(f: Facts, **kwargs: object) -> list[str]:
     findings, _ = run_checks(f, **kwargs)  # type: ignore[arg-type]
-    return sorted(finding.check for finding in findings)
+    return sorted(finding.id for finding in findings)
 
 
 def only(f: Facts, check: str) -> list[str]:
@@ -182,19 +198,35 @@ def only(f: Facts, check: str) -> list[str]:
 
 def test_ids_are_stable_unique_and_grouped():
     seen = [c.id for c in CHECKS]
-    assert len(seen) == len(set(seen))
+    assert seen == sorted(set(seen))
     assert len({c.name for c in CHECKS}) == len(CHECKS)
-    for check in CHECKS:
-        assert re.fullmatch(r"PTK[12349]\d\d", check.id), check.id
-        assert re.fullmatch(r"[a-z0-9-]+", check.name)
-        assert set(check.needs) <= {f.name for f in dataclasses.fields(Facts)}
-        assert check.summary
+    for declared in CHECKS:
+        assert re.fullmatch(r"PTK[12349]\d\d", declared.id), declared.id
+        assert re.fullmatch(r"[a-z0-9-]+", declared.name)
+        facts_fields = {f.name for f in dataclasses.fields(Facts)}
+        assert set(declared.needs) | set(declared.uses) <= facts_fields
+        assert declared.summary and declared.fix
+        assert "\n" not in declared.summary + declared.fix
+
+
+def test_a_check_is_declared_with_its_facts_by_name():
+    @check("PTK199", "example", Severity.INFO, summary="an example", fix="nothing")
+    def example(torch: TorchInstall, python: PythonFacts | None = None) -> Iterator[Problem]:
+        yield Problem(f"{torch.version} on {python.version if python else '?'}")
+
+    assert (example.needs, example.uses) == (("torch",), ("python",))
+    assert example.missing(Facts()) == "torch"
+    (finding,) = example.run(HEALTHY)
+    assert (finding.id, finding.severity, finding.fix) == ("PTK199", Severity.INFO, "nothing")
+    assert finding.message == "2.14.1+cu130 on 3.11.7"
+    with pytest.raises(TypeError, match="parameter 'facts' is not a fact"):
+        check("PTK198", "bad", Severity.INFO, summary="s", fix="f")(lambda facts: ())
 
 
 def test_a_healthy_environment_has_no_findings():
     findings, skipped = run_checks(HEALTHY)
     assert findings == []
-    assert {check for check, _ in skipped} == {"PTK103", "PTK108", "PTK305", "PTK306"}
+    assert {check for check, _ in skipped} == {"PTK103", "PTK108", "PTK305", "PTK306", "PTK307"}
     assert all(missing == "smoke" for _, missing in skipped)
     assert exit_code_for(findings) == 0
 
@@ -202,7 +234,8 @@ def test_a_healthy_environment_has_no_findings():
 def test_every_check_is_skipped_not_crashed_without_facts():
     findings, skipped = run_checks(Facts())
     assert findings == []
-    needing = {c.id: c.needs[0] for c in CHECKS if c.needs}
+    # probe_problems is always there (empty when every probe worked).
+    needing = {c.id: c.needs[0] for c in CHECKS if c.needs and c.needs[0] != "probe_problems"}
     assert dict(skipped) == needing
 
 
@@ -234,10 +267,11 @@ def test_unknown_ids_are_an_error_with_did_you_mean(given, suggestion):
 
 def test_torch_missing():
     assert only(facts(torch=NO_TORCH), "PTK101") == [
-        "torch is not installed for /usr/bin/python3.11: ptkit's ops need it (import ptkit fails)"
+        "torch is not installed for /usr/bin/python3.11: the packages built with ptkit need "
+        "it (their import fails)"
     ]
     assert only(HEALTHY, "PTK101") == []
-    # Without torch, the checks about torch's build stay quiet (PTK202 is about ptkit).
+    # Without torch, the checks about torch's build stay quiet (PTK202 is about ptkit-ops).
     assert ids(facts(torch=NO_TORCH, machine=H200_MACHINE)) == ["PTK101", "PTK202"]
 
 
@@ -305,9 +339,15 @@ def test_the_gil_re_enabled_by_importing_torch():
 def test_nvidia_driver_older_than_torchs_cuda():
     old = dataclasses.replace(H200_MACHINE, nvidia_driver="570.86.10", cuda_driver_version=(12, 8))
     (message,) = only(facts(machine=old), "PTK201")
-    assert "NVIDIA driver 570.86.10 supports CUDA 12.8" in message and "needs CUDA 13.0" in message
+    # ptkit.backends.cuda.driver_problem's words, as ptkit select says them for cu13.
+    assert message == (
+        "NVIDIA driver 570.86.10 supports CUDA 12.8; torch 2.14.1+cu130 (CUDA 13.x) needs "
+        "driver >= 580: upgrade the NVIDIA driver (for the 2 NVIDIA GPU(s) here, from "
+        "driver table): torch.cuda.is_available() is False"
+    )
     findings, _ = run_checks(facts(machine=old), select=["PTK201"])
-    assert "driver >= 580" in findings[0].fix
+    assert findings[0].fix.startswith("install the NVIDIA driver >= 580")
+    assert "or install a torch built for CUDA 12.x" in findings[0].fix
     assert only(facts(machine=H200_MACHINE), "PTK201") == []  # 580 supports 13.0
     # 13.0 driver, a 13.x torch: minor-version compatibility
     newer = dataclasses.replace(TORCH_CU, cuda="13.2")
@@ -320,9 +360,12 @@ def test_nvidia_driver_older_than_torchs_cuda():
 def test_device_not_covered_by_the_installed_cpu_variant():
     (message,) = only(facts(machine=H200_MACHINE), "PTK202")
     assert message.startswith("nvidia:0 (NVIDIA H200, sm_90), nvidia:1 (NVIDIA H200, sm_90)")
-    assert "ptkit 0.1.0+cpu, variant cpu (it has no CUDA library)" in message
+    assert "ptkit_ops 0.1.0+cpu, variant cpu (it has no CUDA library)" in message
     findings, _ = run_checks(facts(machine=H200_MACHINE), select=["PTK202"])
-    assert "install the cu13 variant" in findings[0].fix  # what ptkit select names
+    assert "install the cu13 variant of ptkit-ops" in findings[0].fix  # what ptkit select names
+    other = dataclasses.replace(CPU_PTKIT, name="mykernels", distribution="my-kernels")
+    findings, _ = run_checks(facts(machine=H200_MACHINE, packages=(other,)), select=["PTK202"])
+    assert findings[0].fix == "install the build of my-kernels made for this GPU"
 
 
 def test_device_coverage_uses_the_manifest_targets():
@@ -345,21 +388,31 @@ def test_device_coverage_uses_the_manifest_targets():
 # --- 3xx ----------------------------------------------------------------------------------
 
 
-def test_ptkit_without_a_native_library():
+def test_a_package_without_a_native_library():
     bare = ptkit_package()
     (message,) = only(facts(packages=(bare,)), "PTK301")
-    assert "has no native library" in message
+    assert "ptkit_ops 0.1.0+cpu, variant cpu at /venv/site-packages/ptkit_ops has no" in message
+    assert "(no *.manifest.json in ptkit_ops/_native/)" in message
+    findings, _ = run_checks(facts(packages=(bare,)), select=["PTK301"])
+    assert findings[0].fix.startswith("install the cpu variant of ptkit-ops, which `ptkit select`")
+    # Any package, not only ptkit-ops.
+    other = dataclasses.replace(bare, name="mykernels", distribution="my-kernels")
+    findings, _ = run_checks(facts(packages=(other,)), select=["PTK301"])
+    assert findings[0].fix.startswith("install a built wheel of my-kernels")
     assert only(HEALTHY, "PTK301") == []
 
 
 def test_variant_does_not_match_torchs_backend():
     (message,) = only(facts(torch=TORCH_ROCM, packages=(CU13_PTKIT,)), "PTK302")
-    assert "libptkit_cuda.so is a CUDA library but torch 2.14.1+rocm7.14 is a ROCm/HIP build" in (
+    assert "libptkit_cuda.so is a CUDA library but torch 2.14.1+rocm7.14 is a ROCm build" in (
         message
     )
     old_cuda = dataclasses.replace(TORCH_CU, version="2.14.1+cu128", cuda="12.8")
     (message,) = only(facts(torch=old_cuda, packages=(CU13_PTKIT,)), "PTK302")
-    assert "built with CUDA 13.5" in message and "uses CUDA 12.8" in message
+    # The loader's runtime-major rule (Backend.runtime_problem), in its words.
+    assert "libptkit_cuda.so was built with CUDA 13.5.37, torch 2.14.1+cu128 uses CUDA 12.8" in (
+        message
+    )
     assert only(facts(packages=(CU13_PTKIT,)), "PTK302") == []
     assert only(facts(torch=TORCH_ROCM), "PTK302") == []  # the cpu variant fits any torch
 
@@ -369,7 +422,7 @@ def test_a_library_the_loader_would_fail():
     (message,) = only(facts(packages=(ptkit_package(bad),)), "PTK303")
     assert "would fail libptkit_cpu.so (cpu): sha256" in message
     findings, _ = run_checks(facts(packages=(ptkit_package(bad),)), select=["PTK303"])
-    assert "pip install --force-reinstall --no-deps 'ptkit==0.1.0+cpu'" in findings[0].fix
+    assert "pip install --force-reinstall --no-deps 'ptkit-ops==0.1.0+cpu'" in findings[0].fix
     assert only(HEALTHY, "PTK303") == []
 
 
@@ -394,6 +447,16 @@ def test_smoke_mismatch_and_failure():
     # torch itself failed: PTK103, not PTK306
     not_imported = SmokeFacts(False, "import torch: ImportError: x", 0.1, ())
     assert only(facts(smoke=not_imported), "PTK306") == []
+
+
+def test_smoke_load_check_problems_are_findings():
+    broken = SmokePackage("mykernels", 0, ("the CPU library did not load: see its decision above",))
+    smoke = dataclasses.replace(SMOKE_OK, packages=(SmokePackage("ptkit_ops", 3, ()), broken))
+    (message,) = only(facts(smoke=smoke), "PTK307")
+    assert message == "--smoke: mykernels: the CPU library did not load: see its decision above"
+    findings, _ = run_checks(facts(smoke=smoke), select=["PTK307"])
+    assert "python -m ptkit.runtime.smoke mykernels" in findings[0].fix
+    assert only(facts(smoke=SMOKE_OK), "PTK307") == []
 
 
 # --- 4xx ----------------------------------------------------------------------------------
@@ -445,7 +508,7 @@ def test_rocm_placeholder_from_pypi():
 def test_a_failed_probe_is_a_finding_with_a_fix():
     f = facts(torch=None, probe_problems={"torch": "no answer within 3 s (killed)"})
     findings, skipped = run_checks(f)
-    (finding,) = [x for x in findings if x.check == "PTK901"]
+    (finding,) = [x for x in findings if x.id == "PTK901"]
     assert "torch probe failed: no answer within 3 s" in finding.message
     assert "--timeout" in finding.fix
     assert ("PTK101", "torch") in skipped
@@ -474,7 +537,7 @@ def test_a_hanging_or_garbage_nvidia_smi_is_a_finding():
 def test_exit_codes():
     assert run_doctor(collect=lambda **_: HEALTHY).exit_code == 0
     result = run_doctor(collect=lambda **_: facts(torch=NO_TORCH))
-    assert result.exit_code == 1 and [f.check for f in result.findings] == ["PTK101"]
+    assert result.exit_code == 1 and [f.id for f in result.findings] == ["PTK101"]
     # warnings count as problems; info does not
     assert (
         run_doctor(collect=lambda **_: facts(torch=TORCH_CPU, machine=H200_MACHINE)).exit_code == 1
@@ -541,7 +604,7 @@ def test_the_text_report_has_every_section():
         "OS",
         "torch",
         "Accelerators",
-        "ptkit",
+        "Packages built with ptkit",
         "Runtime profile",
         "Toolchains (--build)",
         "Smoke (--smoke, in a child process)",
@@ -551,6 +614,7 @@ def test_the_text_report_has_every_section():
     assert "nvidia:0  NVIDIA H200  sm_90" in text
     assert "libptkit_cpu.so [cpu] loaded" in text and "isa x86-64-v3,default" in text
     assert "warning PTK104 torch-cpu-build-on-nvidia-gpu" in text
+    assert "  ptkit_ops: load checks ok (3 op kernels registered)\n" in text
     assert "fix: " in text
     assert "exit code 1" in text
     assert "\033[" not in text

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import ptkit.doctor.collect as collect
+from ptkit.backends import BACKENDS, TargetError
 from ptkit.doctor.model import TorchInstall
 from ptkit.doctor.probes.distributions import probe_distributions
 from ptkit.doctor.probes.os_facts import manylinux_tag, probe_os
@@ -26,19 +27,18 @@ from ptkit.doctor.probes.packages import probe_packages, torch_facts_from
 from ptkit.doctor.probes.profile import probe_profile
 from ptkit.doctor.probes.python import probe_python
 from ptkit.doctor.probes.toolchains import (
-    cuda_could_build,
-    hip_could_build,
+    could_build,
     hip_device_library_targets,
+    probe_toolchains,
 )
 from ptkit.doctor.probes.torch_install import cxx11_abi, probe_torch
 from ptkit.hardware import Machine, PlatformFacts, detect
-from ptkit.runtime.loader import (
-    check_compatibility,
-    load_native_libraries,
-    machine_platform,
-)
 from ptkit.loading.manifest import read_manifest
+from ptkit.loading.rules import check_compatibility
 from ptkit.loading.switches import RuntimeSwitches
+from ptkit.platforms import manifest_platform
+from ptkit.recipes.model import load_recipe
+from ptkit.selection import recipes_dir
 
 MACHINES = Path(__file__).resolve().parents[1] / "fixtures" / "machines"
 LINUX = PlatformFacts("Linux", "x86_64")
@@ -285,7 +285,7 @@ def _manifest(folder: Path, backend: str, library: Path, **changes: object) -> P
         else {"isa": ["default"]},
         "dropped_targets": [],
         "torch": {"target_version": "2.10", "built_with": "2.14.1+cu130"},
-        "platform": machine_platform(),
+        "platform": manifest_platform(),
         "ops": {"rms_norm": ["float32"], "silu_and_mul": ["float32"]}
         if backend == "cpu"
         else {"rms_norm": ["float32"]},
@@ -342,12 +342,16 @@ def test_decisions_are_the_loaders(
         manifest = read_manifest(
             demo_package / "_native" / f"{Path(library.library).stem}.manifest.json"
         )
-        reason = check_compatibility(manifest, facts, switches, machine_platform())
+        reason = check_compatibility(manifest, facts, switches, manifest_platform())
         if library.status == "skipped":
             assert library.reason == reason
         else:
             assert reason is None
     # The real loader, on the manifest it skips, gives the same record (nothing loads).
+    if not HAS_TORCH:
+        return
+    from ptkit.runtime.loader import load_native_libraries
+
     skipped = [
         demo_package / "_native" / f"{Path(lib.library).stem}.manifest.json"
         for lib in package.libraries
@@ -381,7 +385,7 @@ def test_routes_and_integrity(demo_package: Path) -> None:
     )
     assert package.routes[2].reason.startswith(
         "libdemo_cuda.so loaded: cu13 variant, built with torch 2.14.1+cu130, stable ABI "
-        "target 2.10, devices no CUDA device visible; dtypes float32"
+        "target 2.10, devices no NVIDIA GPU visible; dtypes float32"
     )
     # PTKIT_FORCE_REFERENCE: every library skipped, as the loader would.
     (forced,) = probe_packages(
@@ -459,36 +463,118 @@ def test_profile_without_a_gpu() -> None:
 # --- toolchains ------------------------------------------------------------------------
 
 
-def test_what_nvcc_could_build() -> None:
-    from ptkit.recipes.model import load_recipe
-    from ptkit.selection import recipes_dir
+NVCC_13_0 = ["sm_75", "sm_80", "sm_90", "sm_100", "sm_103", "sm_110", "sm_120", "compute_120"]
+CU13_TOOLKIT = (
+    "install the cu13 recipe's toolkit: pip install 'nvidia-cuda-nvcc==13.5.*' "
+    "'nvidia-cuda-runtime==13.5.*' 'nvidia-cuda-crt==13.5.*' 'nvidia-cuda-cccl==13.*' "
+    "'nvidia-cuda-cuobjdump==13.5.*'"
+)
 
-    cu13 = load_recipe("cu13", recipes_dir())
-    nvcc_13_0 = ["sm_75", "sm_80", "sm_90", "sm_100", "sm_103", "sm_110", "sm_120", "compute_120"]
-    assert (
-        cuda_could_build(cu13, nvcc_13_0, "13.0.88") == "cu13 needs sm_107, nvcc 13.0.88 lacks it"
+
+def test_what_nvcc_could_build() -> None:
+    """The build's own resolution (Backend.resolve), with the recipe's toolkit as the fix."""
+    cuda, cu13 = BACKENDS["cuda"], load_recipe("cu13", recipes_dir())
+    assert could_build(cuda, cu13, NVCC_13_0, "nvcc 13.0.88") == (
+        "cu13: nothing: CUDA target sm_107 needs CUDA >= 13.5; found nvcc 13.0.88 (it builds: "
+        "compute_120 sm_100 sm_103 sm_110 sm_120 sm_75 sm_80 sm_90). Fix: "
+        f"{CU13_TOOLKIT}, or mark sm_107 optional in the recipe (targets.cuda-optional)."
     )
-    assert cuda_could_build(cu13, [*nvcc_13_0, "sm_107"], "13.5.37") == (
+    assert could_build(cuda, cu13, [*NVCC_13_0, "sm_107"], "nvcc 13.5.37") == (
         "cu13: sm_90, sm_100, sm_103, sm_107, sm_110, sm_120, compute_120"
     )
 
 
-def test_hip_targets_from_device_libraries(tmp_path: Path) -> None:
-    from ptkit.recipes.model import load_recipe
-    from ptkit.selection import recipes_dir
+def test_nvcc_with_a_target_override() -> None:
+    cuda, cu13 = BACKENDS["cuda"], load_recipe("cu13", recipes_dir())
+    env = {"PTKIT_CUDA_ARCHS": "9.0;12.0+PTX"}
+    assert could_build(cuda, cu13, NVCC_13_0, "nvcc 13.0.88", env) == (
+        "cu13: sm_90, sm_120, compute_120 (from PTKIT_CUDA_ARCHS)"
+    )
 
+
+@pytest.mark.parametrize("value", ["9.0;bogus;12.0+PTX", "9.0,10.0"])
+def test_a_bad_cuda_override_is_the_builds_error(value: str) -> None:
+    """The same words as CMake's (python -m ptkit.backends request) and ptkit select's."""
+    cuda, cu13 = BACKENDS["cuda"], load_recipe("cu13", recipes_dir())
+    env = {"PTKIT_CUDA_ARCHS": value}
+    with pytest.raises(TargetError) as build:
+        cuda.requested_targets((), (), env)
+    assert could_build(cuda, cu13, NVCC_13_0, "nvcc 13.0.88", env) == (
+        f"cu13: nothing: {build.value}"
+    )
+    assert str(build.value).startswith(f"PTKIT_CUDA_ARCHS={value!r}: ")
+
+
+def test_hip_targets_from_device_libraries(tmp_path: Path) -> None:
     bitcode = tmp_path / "lib" / "x86_64-linux-gnu" / "amdgcn" / "bitcode"
     bitcode.mkdir(parents=True)
     for name in ("oclc_isa_version_90a.bc", "oclc_isa_version_1030.bc", "ocml.bc"):
         (bitcode / name).write_bytes(b"")
     targets, where = hip_device_library_targets(tmp_path)
     assert (targets, where) == (("gfx90a", "gfx1030"), bitcode)
-    rocm = load_recipe("rocm7.14", recipes_dir())
-    assert hip_could_build(rocm, targets, where, "5.2.21153-0") == (
-        f"rocm7.14 needs gfx942, gfx950, gfx1100, gfx1201: no device libraries for them in "
-        f"{bitcode} (HIP 5.2.21153-0)"
+    hip, rocm = BACKENDS["hip"], load_recipe("rocm7.14", recipes_dir())
+    assert could_build(hip, rocm, targets, "HIP 5.2.21153-0") == (
+        "rocm7.14: nothing: HIP target gfx942 needs ROCm >= 6.0; found HIP 5.2.21153-0 (it "
+        "builds: gfx1030 gfx90a). Fix: install the rocm7.14 recipe's toolkit: pip install "
+        "'rocm[libraries,devel]==7.14.*' --index-url https://rocm.nightlies.amd.com/v2/gfx94X-dcgpu/, "
+        "or mark gfx942 optional in the recipe (targets.hip-optional)."
+    )
+    assert could_build(hip, rocm, targets, "HIP 5.2", {"PTKIT_HIP_TARGETS": "gfx90a"}) == (
+        "rocm7.14: gfx90a (from PTKIT_HIP_TARGETS)"
     )
     assert hip_device_library_targets(tmp_path / "none") == ((), None)
+
+
+def _fake_nvcc(folder: Path, release: str, targets: str) -> Path:
+    """A pip-layout toolkit (nvidia/cu13/bin/nvcc) whose nvcc is a shell script."""
+    nvcc = folder / "nvidia" / "cu13" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f'  --version) echo "Cuda compilation tools, release {release}, V{release}.0";;\n'
+        f'  *) for t in {targets}; do echo "$t"; done;;\n'
+        "esac\n"
+    )
+    nvcc.chmod(0o755)
+    return nvcc
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a shell-script nvcc")
+def test_nvcc_rows_are_the_builds_candidates(tmp_path: Path) -> None:
+    """Every candidate of CudaBackend.toolkit_candidates gets a row with its source; the
+    one the build takes (find_toolkit) says so."""
+    first = _fake_nvcc(tmp_path / "a", "13.5", " ".join([*NVCC_13_0, "sm_107"]))
+    second = _fake_nvcc(tmp_path / "b", "13.0", " ".join(NVCC_13_0))
+    cu13 = load_recipe("cu13", recipes_dir())
+    rows = probe_toolchains(
+        environ={"PATH": str(tmp_path / "empty")},
+        timeout_s=5.0,
+        recipes=[cu13],
+        paths=[str(tmp_path / "a"), str(tmp_path / "b")],
+    )
+    nvccs = [r for r in rows if r.name == "nvcc"]
+    assert [(r.path, r.version) for r in nvccs] == [(str(first), "13.5.0"), (str(second), "13.0.0")]
+    assert nvccs[0].could_build == (
+        "cu13: sm_90, sm_100, sm_103, sm_107, sm_110, sm_120, compute_120 "
+        f"(pip ({tmp_path / 'a'}), used by the build)"
+    )
+    assert nvccs[1].could_build.startswith("cu13: nothing: CUDA target sm_107 needs CUDA >= 13.5")
+    assert nvccs[1].could_build.endswith(f"(pip ({tmp_path / 'b'}))")
+    # An explicit toolkit that is not there: the build fails on it, and says so.
+    rows = probe_toolchains(
+        environ={"PATH": "", "PTKIT_CUDA_ROOT": str(tmp_path / "nowhere")},
+        timeout_s=5.0,
+        recipes=[cu13],
+        paths=[str(tmp_path / "a")],
+    )
+    (missing,) = [r for r in rows if r.name == "nvcc"]
+    assert missing.problem == f"{tmp_path / 'nowhere' / 'bin' / 'nvcc'} does not exist"
+    # None anywhere: the fix is the recipe's toolkit packages.
+    rows = probe_toolchains(environ={"PATH": ""}, timeout_s=5.0, recipes=[cu13], paths=[])
+    (none,) = [r for r in rows if r.name == "nvcc"]
+    assert none.path is None
+    assert f"; {CU13_TOOLKIT}; or point PTKIT_CUDA_ROOT at a CUDA toolkit" in none.could_build
 
 
 # --- collect_facts ---------------------------------------------------------------------
@@ -548,7 +634,6 @@ def test_a_probe_that_hangs_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_collect_does_not_import_torch() -> None:
     code = (
-        "import ptkit_cli; ptkit_cli._defer_ptkit_init(); "
         "from ptkit.doctor.collect import collect_facts; f = collect_facts(); "
         "import sys; print('torch' in sys.modules, sorted(f.probe_problems))"
     )
@@ -563,8 +648,6 @@ def test_collect_does_not_import_torch() -> None:
 
 @pytest.mark.skipif(os.name != "posix", reason="a shell-script nvcc")
 def test_a_hanging_nvcc_is_a_problem_row(tmp_path: Path) -> None:
-    from ptkit.doctor.probes.toolchains import probe_toolchains
-
     nvcc = tmp_path / "cuda" / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
     nvcc.write_text("#!/bin/sh\nsleep 30\n")
@@ -580,4 +663,6 @@ def test_a_hanging_nvcc_is_a_problem_row(tmp_path: Path) -> None:
     row = next(r for r in rows if r.path == str(nvcc))
     assert (row.name, row.version, row.targets) == ("nvcc", None, ())
     assert row.problem == f"{nvcc} --version: no answer within 0.3 s (killed)"
-    assert row.could_build == "nothing: its targets could not be listed (PTKIT_CUDA_ROOT)"
+    assert row.could_build == (
+        "nothing: its targets could not be listed (PTKIT_CUDA_ROOT, used by the build)"
+    )

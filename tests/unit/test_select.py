@@ -4,7 +4,10 @@ with the repository's recipes, the reasons, the override and the install command
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +15,8 @@ import pytest
 from ptkit import selection
 from ptkit.hardware import IntelGpu, Machine, NvidiaGpu, PlatformFacts, detect
 from ptkit.selection import (
-    Coverage,
     SelectionError,
+    VariantCoverage,
     load_all_recipes,
     recipes_dir,
     render_text,
@@ -24,6 +27,7 @@ from ptkit.selection import (
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures" / "machines"
 RECIPES = TESTS.parent / "recipes"
+SRC = TESTS.parent / "src"
 INDEX = "https://ptkit.example/index"
 LINUX = PlatformFacts("Linux", "x86_64")
 CU13_TARGETS = "built for sm_90…sm_120, PTX compute_120"
@@ -49,7 +53,7 @@ def copy_of(name: str, tmp_path: Path) -> Path:
     return target
 
 
-def coverage(result: selection.Selection) -> dict[str, tuple[Coverage, ...]]:
+def coverage(result: selection.Selection) -> dict[str, tuple[VariantCoverage, ...]]:
     return {d.label: d.coverage for d in result.devices}
 
 
@@ -60,8 +64,8 @@ def test_h200_gets_cu13_through_sass_sm90() -> None:
     result = choose("h200")
     assert (result.variant, result.backend, result.source) == ("cu13", "cuda", "detected")
     assert coverage(result) == {
-        "nvidia:0": (Coverage("cu13", True, "SASS sm_90"),),
-        "nvidia:1": (Coverage("cu13", True, "SASS sm_90"),),
+        "nvidia:0": (VariantCoverage("cu13", True, "SASS sm_90"),),
+        "nvidia:1": (VariantCoverage("cu13", True, "SASS sm_90"),),
     }
     assert result.reason == (
         "cu13 covers every NVIDIA GPU: nvidia:0 SASS sm_90; nvidia:1 SASS sm_90"
@@ -72,7 +76,7 @@ def test_h200_gets_cu13_through_sass_sm90() -> None:
 def test_rtx4090_sm89_is_not_in_cu13_so_cpu_with_the_reason() -> None:
     result = choose("rtx4090")
     how = f"sm_89 is not covered: {CU13_TARGETS}"
-    assert coverage(result) == {"nvidia:0": (Coverage("cu13", False, how),)}
+    assert coverage(result) == {"nvidia:0": (VariantCoverage("cu13", False, how),)}
     assert result.variant == "cpu"
     assert result.reason == (
         "no cuda variant covers every NVIDIA GPU: cu13 does not cover nvidia:0 "
@@ -91,7 +95,7 @@ def test_t4_sm75_with_cu13_recommends_cpu() -> None:
     result = choose("t4")
     assert result.variant == "cpu"
     assert coverage(result)["nvidia:0"] == (
-        Coverage("cu13", False, f"sm_75 is not covered: {CU13_TARGETS}"),
+        VariantCoverage("cu13", False, f"sm_75 is not covered: {CU13_TARGETS}"),
     )
 
 
@@ -106,7 +110,7 @@ def test_old_driver_recommends_cpu_with_the_driver_to_install(tmp_path: Path) ->
         "NVIDIA driver 535.183.01 supports CUDA 12.2; cu13 (CUDA 13.x) needs driver >= 580: "
         "upgrade the NVIDIA driver"
     )
-    assert coverage(result)["nvidia:0"] == (Coverage("cu13", False, how),)
+    assert coverage(result)["nvidia:0"] == (VariantCoverage("cu13", False, how),)
     assert result.variant == "cpu"
     assert f"cu13 does not cover nvidia:0 (NVIDIA H200): {how}" in result.reason
     assert result.notes == ()  # no CUDA 13 torch for that driver either
@@ -118,7 +122,7 @@ def test_gpu_without_a_loaded_driver_recommends_cpu(tmp_path: Path) -> None:
     result = choose(root)
     assert result.variant == "cpu"
     assert coverage(result)["nvidia:0"] == (
-        Coverage(
+        VariantCoverage(
             "cu13",
             False,
             "no NVIDIA driver is loaded (no /proc/driver/nvidia/version, no NVML or "
@@ -133,7 +137,7 @@ def test_unknown_capability_is_not_assumed(tmp_path: Path) -> None:
     result = choose(root)
     assert result.variant == "cpu"
     assert coverage(result)["nvidia:0"] == (
-        Coverage(
+        VariantCoverage(
             "cu13",
             False,
             "its compute capability is unknown (PCI id 0x1db4 is not in ptkit's table and "
@@ -146,8 +150,8 @@ def test_mi300x_gets_rocm() -> None:
     result = choose("mi300x")
     assert (result.variant, result.backend) == ("rocm7.14", "hip")
     assert coverage(result) == {
-        "amd:1": (Coverage("rocm7.14", True, "code object gfx942"),),
-        "amd:2": (Coverage("rocm7.14", True, "code object gfx942"),),
+        "amd:1": (VariantCoverage("rocm7.14", True, "code object gfx942"),),
+        "amd:2": (VariantCoverage("rocm7.14", True, "code object gfx942"),),
     }
 
 
@@ -163,7 +167,7 @@ def test_mi300x_on_aarch64_has_no_rocm_wheel() -> None:
 def test_arc_b580_gets_xpu() -> None:
     result = choose("arc_b580")
     assert (result.variant, result.backend) == ("xpu", "xpu")
-    assert coverage(result) == {"intel:0": (Coverage("xpu", True, "AOT code for bmg"),)}
+    assert coverage(result) == {"intel:0": (VariantCoverage("xpu", True, "AOT code for bmg"),)}
 
 
 def test_arc_without_a_driver_recommends_cpu(tmp_path: Path) -> None:
@@ -172,7 +176,7 @@ def test_arc_without_a_driver_recommends_cpu(tmp_path: Path) -> None:
     result = choose(root)
     assert result.variant == "cpu"
     assert coverage(result)["intel:0"] == (
-        Coverage(
+        VariantCoverage(
             "xpu",
             False,
             "no kernel driver is bound to it: load the xe (or i915) driver, then run ptkit "
@@ -190,11 +194,13 @@ def test_no_gpu_gets_cpu() -> None:
 def test_apple_silicon_gets_metal_with_torch_from_pypi() -> None:
     result = choose("no_gpu", facts=PlatformFacts("Darwin", "arm64", chip="Apple M3"))
     assert (result.variant, result.platform) == ("metal", "macosx_arm64")
-    assert coverage(result) == {"apple:0": (Coverage("metal", True, "Metal kernels through MPS"),)}
+    assert coverage(result) == {
+        "apple:0": (VariantCoverage("metal", True, "Metal kernels through MPS"),)
+    }
     assert result.commands is not None
-    assert result.commands.uv == f"uv pip install ptkit --index {INDEX}/metal/simple"
+    assert result.commands.uv == f"uv pip install ptkit-ops --index {INDEX}/metal/simple"
     assert result.commands.pip == (
-        f"pip install ptkit --index-url {INDEX}/metal/simple "
+        f"pip install ptkit-ops --index-url {INDEX}/metal/simple "
         "--extra-index-url https://pypi.org/simple"
     )
 
@@ -311,11 +317,11 @@ def test_commands_use_the_variant_index_path_and_the_torch_index() -> None:
     # uv: the first index that has a package wins, so ptkit's index comes first,
     # PyTorch's second, PyPI (uv's default index) last.
     assert result.commands.uv == (
-        f"uv pip install ptkit --index {INDEX}/cu13/simple "
+        f"uv pip install ptkit-ops --index {INDEX}/cu13/simple "
         "--index https://download.pytorch.org/whl/cu130"
     )
     assert result.commands.pip == (
-        f"pip install ptkit --index-url {INDEX}/cu13/simple "
+        f"pip install ptkit-ops --index-url {INDEX}/cu13/simple "
         "--extra-index-url https://download.pytorch.org/whl/cu130 "
         "--extra-index-url https://pypi.org/simple"
     )
@@ -334,7 +340,8 @@ def test_each_variant_gets_its_own_index(fixture: str, path: str, torch_index: s
     commands = choose(fixture).commands
     assert commands is not None
     assert (
-        commands.uv == f"uv pip install ptkit --index {INDEX}/{path}/simple --index {torch_index}"
+        commands.uv
+        == f"uv pip install ptkit-ops --index {INDEX}/{path}/simple --index {torch_index}"
     )
 
 
@@ -388,7 +395,7 @@ def test_json_shape() -> None:
             },
         }
     ]
-    assert data["commands"]["uv"].startswith(f"uv pip install ptkit --index {INDEX}/cpu/simple")
+    assert data["commands"]["uv"].startswith(f"uv pip install ptkit-ops --index {INDEX}/cpu/simple")
     assert data["machine"]["nvidia_driver"] == "580.82.07"
 
 
@@ -404,10 +411,10 @@ def test_text_report() -> None:
         "Variant: cu13 (detected)",
         "  cu13 covers every NVIDIA GPU: nvidia:0 SASS sm_90; nvidia:1 SASS sm_90",
         "Install with uv (takes each package from the first index that has it):",
-        f"  uv pip install ptkit --index {INDEX}/cu13/simple --index "
+        f"  uv pip install ptkit-ops --index {INDEX}/cu13/simple --index "
         "https://download.pytorch.org/whl/cu130",
         "Install with pip (merges the indexes, takes the highest version):",
-        f"  pip install ptkit --index-url {INDEX}/cu13/simple --extra-index-url "
+        f"  pip install ptkit-ops --index-url {INDEX}/cu13/simple --extra-index-url "
         "https://download.pytorch.org/whl/cu130 --extra-index-url https://pypi.org/simple",
     ]
 
@@ -426,16 +433,11 @@ def test_text_report_lists_probe_problems(tmp_path: Path) -> None:
 # --- recipes at run time ----------------------------------------------------------------
 
 
-def test_recipes_dir_prefers_the_packaged_recipes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    module = tmp_path / "site" / "ptkit" / "selection.py"
-    module.parent.mkdir(parents=True)
-    monkeypatch.setattr(selection, "__file__", str(module))
-    # No ptkit/_recipes: the source tree's recipes/, two folders above the package.
-    assert recipes_dir() == tmp_path / "recipes"
-    (module.parent / "_recipes").mkdir()
-    assert recipes_dir() == module.parent / "_recipes"
+def test_recipes_dir_is_the_toolkits_copy_of_the_ops_recipes() -> None:
+    # ptkit/_recipes: in the source tree a link to recipes/, in the toolkit wheel a copy.
+    assert recipes_dir().parent.name == "ptkit"
+    assert recipes_dir().name == "_recipes"
+    assert sorted(load_all_recipes(recipes_dir())) == sorted(load_all_recipes(RECIPES))
 
 
 def test_load_all_recipes_of_an_empty_folder(tmp_path: Path) -> None:
@@ -453,3 +455,42 @@ def test_select_end_to_end() -> None:
         platform_facts=LINUX,
     )
     assert result.variant == "rocm7.14"
+
+
+# --- build overrides ------------------------------------------------------------------------
+
+BAD_CUDA_ARCHS = {
+    "9.0;bogus;12.0+PTX": "PTKIT_CUDA_ARCHS='9.0;bogus;12.0+PTX': 'bogus' is not a compute "
+    "capability (expected entries like 9.0, 10.0a, 12.0f or 12.0+PTX)",
+    "9.0,10.0": "PTKIT_CUDA_ARCHS='9.0,10.0': separate the entries with ';' or spaces, as "
+    "TORCH_CUDA_ARCH_LIST does (9.0;10.0), not ','",
+}
+
+
+@pytest.mark.parametrize("value", sorted(BAD_CUDA_ARCHS))
+def test_a_bad_cuda_override_is_the_error_cmake_gives(value: str) -> None:
+    """CMake asks ``python -m ptkit.backends request cuda`` for the build's targets; select
+    refuses the same value with the same words (the CLI: exit 2, one line)."""
+    with pytest.raises(SelectionError) as info:
+        choose("h200", env={"PTKIT_CUDA_ARCHS": value})
+    assert str(info.value) == f"ptkit select: {BAD_CUDA_ARCHS[value]}"
+    cmake_tool = subprocess.run(
+        [sys.executable, "-m", "ptkit.backends", "request", "cuda", "--targets", "sm_90"],
+        env={**os.environ, "PYTHONPATH": str(SRC), "PTKIT_CUDA_ARCHS": value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cmake_tool.returncode == 1
+    assert cmake_tool.stderr.strip() == f"ptkit: {BAD_CUDA_ARCHS[value]}"
+
+
+def test_a_valid_cuda_override_is_a_note_about_local_builds() -> None:
+    result = choose("h200", env={"PTKIT_CUDA_ARCHS": "9.0;12.0+PTX"})
+    assert result.variant == "cu13"  # the published wheels are what they are
+    assert result.notes == (
+        "PTKIT_CUDA_ARCHS='9.0;12.0+PTX' (sm_90 sm_120 compute_120) applies to local builds "
+        "(ptkit build, pip install from source), not to the published wheels ptkit select "
+        "chooses from",
+    )

@@ -44,6 +44,7 @@ __all__ = [
     "driver_problem",
     "min_driver_branch",
     "parse_cuda_target",
+    "sass_target",
 ]
 
 # The one spelling of a CUDA target (recipes, manifests, CMake's requests, nvcc's lists).
@@ -354,3 +355,9 @@ class CudaBackend(Backend):
 
 
 BACKEND = CudaBackend()
+
+
+def sass_target(capability: tuple[int, int]) -> str:
+    """``sm_90`` for compute capability 9.0: the SASS target of a device, in the spelling
+    of recipes and manifests (what a probed GPU's ``arch`` is)."""
+    return f"sm_{capability[0]}{capability[1]}"

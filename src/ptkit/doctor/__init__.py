@@ -1,15 +1,18 @@
 """``ptkit doctor``: a fast environment check that never crashes and always says the fix.
 
 Flow: ``collect_facts`` (``ptkit.doctor.collect``: probes of Python, the OS, torch's
-installed files, the accelerators, installed ptkit libraries, each isolated with a
-timeout) → ``run_checks`` (``ptkit.doctor.checks``: small checks with stable IDs
-``PTK1xx``…``PTK9xx``, each declaring the facts it needs) → ``report`` (text or the
-versioned JSON document). ``--smoke`` adds a child process that imports torch and ptkit
-and runs every op on every device against its reference (``ptkit.doctor.smoke``).
+installed files, the accelerators, the installed packages built with ptkit, each
+isolated with a timeout) → ``run_checks`` (``ptkit.doctor.checks``: checks with stable
+IDs ``PTK1xx``…``PTK9xx``, each declared once with its severity, fix and the facts it
+needs) → ``report`` (text or the versioned JSON document). ``--smoke`` adds a child
+process that imports torch and every package built with ptkit, checks how each loaded,
+and runs ptkit-ops' ops on every device against their references
+(``ptkit.doctor.smoke``).
 
 The doctor's process never imports torch (a missing or crashing torch is a finding,
 and the default report stays well under a second); it is standard library only plus
-``ptkit.hardware``/``ptkit.selection``/the loader's rule modules, valid on CPython 3.10+.
+``ptkit.hardware``/``ptkit.selection``/``ptkit.backends``/the loader's rule modules,
+valid on CPython 3.10+.
 
 Exit codes (``run_doctor(...).exit_code``):
 
@@ -28,18 +31,28 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ptkit.doctor.model import Facts, Finding, Severity
+from ptkit.doctor.model import Facts, Severity
+
+if TYPE_CHECKING:
+    from ptkit.doctor.checks.base import Finding
 
 __all__ = [
     "DEBUG_ENV",
     "DoctorResult",
+    "UnknownCheckError",
     "bug_message",
+    "debug_enabled",
     "exit_code_for",
     "run_doctor",
 ]
 
 DEBUG_ENV = "PTKIT_DOCTOR_DEBUG"
+
+
+class UnknownCheckError(ValueError):
+    """``--select``/``--ignore`` named a check that does not exist (a usage error)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +109,7 @@ def run_doctor(
     """Collect the facts, add the ``--smoke`` run, run the checks, decide the exit code.
 
     ``select``/``ignore``: check IDs or names (comma lists allowed); an unknown one
-    raises ``checks.UnknownCheckError`` before anything is probed (a usage error).
+    raises ``UnknownCheckError`` before anything is probed (a usage error).
     ``collect`` and ``run_smoke`` replace the probes and the smoke child (tests give
     hand-made facts). Any other exception is a doctor bug: exit code 2 with
     ``bug_message`` (re-raised when ``PTKIT_DOCTOR_DEBUG=1``)."""

@@ -2,8 +2,9 @@
 
 Flow: ``probes`` gather ``Facts`` (each probe isolated, with a timeout: a probe that
 hangs or raises leaves its field ``None`` and a line in ``probe_problems``) → ``checks``
-(small units, each declaring the facts it needs; a check whose facts are missing is
-skipped, never crashed) make ``Finding``s → ``report`` renders text or JSON.
+(each declared with the facts it needs, ``ptkit.doctor.checks.base``; a check whose
+facts are missing is skipped, never crashed) make findings → ``report`` renders text or
+JSON.
 
 Everything here is standard library only and valid on CPython 3.10: the doctor must run
 where torch is missing or broken, on any Python ptkit supports.
@@ -13,16 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
 from typing import Any
 
 from ptkit.hardware import Machine
 
 __all__ = [
     "SCHEMA_VERSION",
-    "Check",
     "Facts",
-    "Finding",
     "LibraryFacts",
     "OsFacts",
     "PackageFacts",
@@ -31,6 +29,7 @@ __all__ = [
     "RouteFacts",
     "Severity",
     "SmokeFacts",
+    "SmokePackage",
     "SmokeRow",
     "ToolchainFacts",
     "TorchInstall",
@@ -109,14 +108,16 @@ class RouteFacts:
 
 @dataclasses.dataclass(frozen=True)
 class PackageFacts:
-    """An installed package that ships ptkit-built libraries (ptkit itself, and others)."""
+    """An installed package that ships ptkit-built libraries (ptkit-ops, and others): one
+    of the ``ptkit.packages`` entry-point group."""
 
-    name: str
+    name: str  # the import name: ptkit_ops
     version: str
     variant: str | None
     location: str
     libraries: tuple[LibraryFacts, ...]
     routes: tuple[RouteFacts, ...]
+    distribution: str | None = None  # what pip calls it (ptkit-ops); None: not installed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +153,19 @@ class SmokeRow:
 
 
 @dataclasses.dataclass(frozen=True)
+class SmokePackage:
+    """``--smoke``: the load checks of one package (``ptkit.runtime.smoke.check_loading``)."""
+
+    name: str
+    kernels_checked: int  # op kernels found registered at their backend's dispatch key
+    problems: tuple[str, ...]  # why the package does not work as installed
+
+
+@dataclasses.dataclass(frozen=True)
 class SmokeFacts:
-    """``--smoke``: a child process imports torch and ptkit and runs every op."""
+    """``--smoke``: a child process imports torch and every package of the
+    ``ptkit.packages`` group, checks how each loaded, and runs ptkit-ops' ops against
+    their references."""
 
     torch_imported: bool
     error: str | None  # the child's last line when the import or the run failed
@@ -164,6 +176,7 @@ class SmokeFacts:
     torch_version: str | None = None
     import_seconds: float | None = None  # `import torch` alone, in the child
     gil_enabled: bool | None = None  # sys._is_gil_enabled() after the imports; None < 3.13
+    packages: tuple[SmokePackage, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,26 +216,3 @@ class Facts:
             return str(value)
 
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    check: str  # the check's stable ID, "PTK101"
-    severity: Severity
-    message: str  # one line: what is wrong, with the facts that show it
-    fix: str  # one line: what to do
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One check: a stable ID, what it needs, and a function of the facts.
-
-    ``needs`` names ``Facts`` fields; when one of them is None the check is skipped (and
-    reported as skipped with the missing fact), so a check body may assume them."""
-
-    id: str  # "PTK101": never reused, never renumbered
-    name: str  # "torch-cpu-build-on-nvidia-gpu"
-    severity: Severity
-    needs: tuple[str, ...]
-    summary: str  # one line for `ptkit doctor --list-checks` and the docs
-    run: Callable[[Facts], list[Finding]]

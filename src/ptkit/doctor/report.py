@@ -13,17 +13,21 @@ JSON: ``{"schema_version", "ptkit_doctor", "facts", "findings", "skipped",
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ptkit.doctor.model import SCHEMA_VERSION, Facts, Finding, Severity
+from ptkit.doctor.checks.base import Check, Finding
+from ptkit.doctor.model import SCHEMA_VERSION, Facts, Severity
 
 __all__ = [
     "SCHEMA_PATH",
     "json_document",
+    "render_check_list",
     "render_text",
     "use_colour",
+    "write_report",
 ]
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "report.schema.json"
@@ -82,10 +86,7 @@ def json_document(
         "schema_version": SCHEMA_VERSION,
         "ptkit_doctor": version,
         "facts": None if facts is None else facts.to_json(),
-        "findings": [
-            {"check": f.check, "severity": f.severity.value, "message": f.message, "fix": f.fix}
-            for f in sorted(findings, key=_finding_order)
-        ],
+        "findings": [f.to_json() for f in sorted(findings, key=_finding_order)],
         "skipped": [{"check": check, "missing": missing} for check, missing in skipped],
         "exit_code": exit_code,
     }
@@ -95,7 +96,7 @@ def json_document(
 
 
 def _finding_order(finding: Finding) -> tuple[int, str]:
-    return (_SEVERITY_ORDER[finding.severity], finding.check)
+    return (_SEVERITY_ORDER[finding.severity], finding.id)
 
 
 class _Writer:
@@ -210,13 +211,13 @@ def _targets(targets: Mapping[str, Sequence[str]]) -> str:
 
 
 def _packages(w: _Writer, facts: Facts) -> None:
-    w.section("ptkit")
+    w.section("Packages built with ptkit")
     packages = facts.packages
     if packages is None:
         w.missing(facts, "packages")
         return
     if not packages:
-        w.line("no installed package ships ptkit-built libraries")
+        w.line("none installed (no package declares itself in the ptkit.packages entry points)")
     for p in packages:
         w.line(f"{p.name} {p.version} (variant {p.variant or 'unknown'}) at {p.location}")
         if not p.libraries:
@@ -287,6 +288,11 @@ def _smoke(w: _Writer, facts: Facts) -> None:
     w.line(f"{imported}; the child took {s.seconds:.2f} s")
     if s.error:
         w.line(f"error: {s.error}")
+    for p in s.packages:
+        verdict = w.style("ok", "ok") if not p.problems else w.style("FAILED", Severity.ERROR)
+        w.line(f"{p.name}: load checks {verdict} ({p.kernels_checked} op kernels registered)")
+        for problem in p.problems:
+            w.line(problem, 2)
     if s.rows:
         w.line(f"{'op':<13} {'device':<7} {'dtype':<9} {'impl':<10} {'max err':>9} {'time':>10}")
     for r in s.rows:
@@ -304,15 +310,9 @@ def _findings(
     w.section("Findings")
     if not findings:
         w.line(w.style("no problems found", "ok"))
-    from ptkit.doctor.checks import check_by_id
-
     for f in sorted(findings, key=_finding_order):
-        try:
-            name = check_by_id(f.check).name
-        except KeyError:
-            name = "?"
         label = w.style(f"{f.severity.value:<7}", f.severity)
-        w.line(f"{label} {f.check} {name}: {f.message}")
+        w.line(f"{label} {f.id} {f.check.name}: {f.message}")
         w.line(f"        fix: {f.fix}")
     if skipped:
         missing = sorted({need for _, need in skipped})
@@ -342,3 +342,36 @@ def render_text(
         part(w, facts)
     _findings(w, findings, skipped, exit_code)
     return w.text()
+
+
+def render_check_list(checks: Sequence[Check]) -> str:
+    """``ptkit doctor --list-checks``: each check's ID, severity, name, the facts it
+    needs, its summary, and its fix on the line below."""
+    lines = [f"{'ID':<8}{'severity':<9}{'name':<32}{'needs':<18}summary"]
+    for c in checks:
+        needs = ",".join(c.needs) or "-"
+        lines.append(f"{c.id:<8}{c.severity.value:<9}{c.name:<32}{needs:<18}{c.summary}")
+        lines.append(f"{'':<8}fix: {c.fix}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(text: str, stream: TextIO | None = None) -> str | None:
+    """Write ``text`` to ``stream`` (stdout); the one-line reason when the stream cannot
+    take it (a full disk, a closed pipe): the doctor failing, said once, not a traceback
+    at interpreter exit."""
+    out = sys.stdout if stream is None else stream
+    reconfigure = getattr(out, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")  # a C-locale stream: no UnicodeEncodeError
+    try:
+        out.write(text)
+        out.flush()
+    except OSError as exc:
+        # Python would flush the stream again at exit and print a second error.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+        except (OSError, ValueError):
+            pass
+        return f"ptkit doctor: cannot write the report to stdout: {exc}"
+    return None

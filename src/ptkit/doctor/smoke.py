@@ -1,13 +1,18 @@
-"""``ptkit doctor --smoke``: every op on every device against its reference, in a child.
+"""``ptkit doctor --smoke``: every installed package built with ptkit, in a child that
+imports torch.
 
 The doctor's own process never imports torch (it must survive a torch that crashes on
-import, and stay fast). The child (``sys.executable -c CHILD``) imports torch and ptkit,
-runs ``torch.ops.ptkit.rms_norm``, ``fused_linear`` and ``silu_and_mul`` on each
-available device (cpu, every cuda and xpu device, mps) in float32 and bfloat16 (and
-float16 off the CPU), compares each with ``ptkit.ops.*_reference`` and prints one JSON
-line. Whatever goes wrong in the child (an import error, a crash, a hang killed after
-the timeout) becomes ``SmokeFacts(torch_imported=False or error=…)``, never an
-exception here.
+import, and stay fast). The child (``sys.executable -c CHILD``) imports torch, then
+every package of the ``ptkit.packages`` entry-point group, and runs the load checks
+every ptkit-built package gets (``ptkit.runtime.smoke.check_loading``: no FAILED
+library, a loaded CPU library serving the CPU ops, every op a loaded manifest lists
+registered at its backend's dispatch key). When ptkit-ops is installed it also runs its
+ops (``rms_norm``, ``fused_linear``, ``silu_and_mul``) on each available device (cpu,
+every cuda and xpu device, mps) in float32 and bfloat16 (and float16 off the CPU) and
+compares each with its reference (``ptkit_ops.*_reference``). It prints one JSON line.
+Whatever goes wrong in the child (an import error, a crash, a hang killed after the
+timeout) becomes ``SmokeFacts(torch_imported=False or error=…)``, never an exception
+here.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import sys
 import time
 from typing import Any
 
-from ptkit.doctor.model import SmokeFacts, SmokeRow
+from ptkit.doctor.model import SmokeFacts, SmokePackage, SmokeRow
 from ptkit.hardware.commands import run_command
+from ptkit.selection.recipes import OPS_PACKAGE
 
 __all__ = ["CHILD", "DEFAULT_TIMEOUT_S", "MARKER", "parse_child_output", "run_smoke"]
 
@@ -31,11 +37,12 @@ TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 3e-2}
 
 # The child. Only the standard library until torch is imported; prints MARKER + JSON.
 CHILD = r"""
-import json, sys, time
+import importlib, json, sys, time
 MARKER = "PTKIT_SMOKE_JSON "
-TOLERANCE = json.loads(sys.argv[1])
+SETTINGS = json.loads(sys.argv[1])
+TOLERANCE = SETTINGS["tolerance"]
 out = {"torch_imported": False, "error": None, "rows": [], "torch_version": None,
-       "import_seconds": None, "gil_enabled": None}
+       "import_seconds": None, "gil_enabled": None, "packages": []}
 
 def last_line(exc):
     text = f"{type(exc).__name__}: {exc}".strip().splitlines()
@@ -56,16 +63,9 @@ except BaseException as exc:
     print(MARKER + json.dumps(out), flush=True)
     sys.exit(0)
 
-try:
-    import ptkit
-    import ptkit.ops
-    out["gil_enabled"] = gil()
-    # ptkit's own ops (other packages' routes carry their namespace)
-    routes = {
-        (r.op, r.device_type): r.implementation
-        for r in ptkit.runtime.explain()
-        if getattr(r, "namespace", "ptkit") == "ptkit"
-    }
+def run_ops(runtime, ops):
+    # ptkit-ops' ops against their references on every device torch has here.
+    routes = {(r.op, r.device_type): r.implementation for r in runtime.explain(ops.__name__)}
     devices = ["cpu"]
     if torch.cuda.is_available():
         devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
@@ -90,12 +90,12 @@ try:
             def rand(*shape, scale=1.0):
                 return (torch.randn(*shape, generator=gen) * scale).to(device=device, dtype=dtype)
             cases = {
-                "rms_norm": (torch.ops.ptkit.rms_norm, ptkit.ops.rms_norm_reference,
+                "rms_norm": (ops.rms_norm, ops.rms_norm_reference,
                              (rand(8, hidden), rand(hidden), 1e-6)),
-                "fused_linear": (torch.ops.ptkit.fused_linear, ptkit.ops.fused_linear_reference,
+                "fused_linear": (ops.fused_linear, ops.fused_linear_reference,
                                  (rand(4, 1, hidden), rand(hidden, hidden, scale=hidden ** -0.5),
                                   rand(hidden), "silu")),
-                "silu_and_mul": (torch.ops.ptkit.silu_and_mul, ptkit.ops.silu_and_mul_reference,
+                "silu_and_mul": (ops.silu_and_mul, ops.silu_and_mul_reference,
                                  (rand(8, 2 * hidden),)),
             }
             for op_name, (op, reference, args) in cases.items():
@@ -120,6 +120,29 @@ try:
                 except Exception as exc:
                     row["problem"] = last_line(exc)
                 out["rows"].append(row)
+
+try:
+    import ptkit.runtime as runtime
+    from ptkit.loading.packages import discover_packages
+    from ptkit.runtime.smoke import check_loading
+    imported = {}
+    for entry in discover_packages():
+        try:
+            imported[entry.module] = importlib.import_module(entry.module)
+            runtime.load_package(entry.module)  # recorded once: a no-op when its __init__ did
+        except Exception as exc:  # one broken package must not hide the others
+            out["packages"].append({"name": entry.module, "kernels_checked": 0,
+                                    "problems": [f"import {entry.module} failed: {last_line(exc)}"]})
+            imported.pop(entry.module, None)
+    out["gil_enabled"] = gil()
+    for load in runtime.package_loads():
+        if load.name not in imported:
+            continue
+        _lines, problems, checked = check_loading(runtime, load.name, load.decisions, load.native_dir)
+        out["packages"].append({"name": load.name, "kernels_checked": checked,
+                                "problems": problems})
+    if SETTINGS["ops_package"] in imported:
+        run_ops(runtime, imported[SETTINGS["ops_package"]])
 except BaseException as exc:
     out["error"] = last_line(exc)
 print(MARKER + json.dumps(out), flush=True)
@@ -161,6 +184,14 @@ def parse_child_output(output: str, seconds: float, problem: str | None) -> Smok
             )
             for r in payload.get("rows", [])
         )
+        packages = tuple(
+            SmokePackage(
+                name=str(p["name"]),
+                kernels_checked=int(p["kernels_checked"]),
+                problems=tuple(str(problem) for problem in p["problems"]),
+            )
+            for p in payload.get("packages", [])
+        )
         gil = payload.get("gil_enabled")
         imported = payload.get("import_seconds")
         return SmokeFacts(
@@ -171,6 +202,7 @@ def parse_child_output(output: str, seconds: float, problem: str | None) -> Smok
             torch_version=payload.get("torch_version"),
             import_seconds=None if imported is None else float(imported),
             gil_enabled=None if gil is None else bool(gil),
+            packages=packages,
         )
     except (KeyError, TypeError, ValueError) as exc:
         return SmokeFacts(
@@ -185,7 +217,8 @@ def run_smoke(timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None) -
     """Run the smoke child with ``python`` (default: this interpreter), killed (with
     anything it started) after ``timeout_s`` seconds."""
     start = time.perf_counter()
-    argv = [python or sys.executable, "-c", CHILD, json.dumps(TOLERANCE)]
+    settings = {"tolerance": TOLERANCE, "ops_package": OPS_PACKAGE}
+    argv = [python or sys.executable, "-c", CHILD, json.dumps(settings)]
     result = run_command(argv, timeout_s)
     seconds = time.perf_counter() - start
     problem = None

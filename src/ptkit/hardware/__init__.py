@@ -8,12 +8,24 @@ facts; the doctor reports them. Standard library only.
 
 Modules: ``facts`` (the records), ``sysfs`` (reads that never raise, the PCI scan),
 ``commands`` (a command with a timeout), ``nvidia``, ``amd``, ``intel`` (one probe
-each), ``detect`` (all of them, plus Apple silicon from the platform).
+each), ``detect`` (all of them, plus Apple silicon from the platform), ``devices`` (the
+found accelerators as the backends' rules take them, with their labels).
 """
 
 from __future__ import annotations
 
 from ptkit.hardware.detect import detect
+from ptkit.hardware.devices import ProbedDevice, probed_devices
 from ptkit.hardware.facts import AmdGpu, AppleGpu, IntelGpu, Machine, NvidiaGpu, PlatformFacts
 
-__all__ = ["AmdGpu", "AppleGpu", "IntelGpu", "Machine", "NvidiaGpu", "PlatformFacts", "detect"]
+__all__ = [
+    "AmdGpu",
+    "AppleGpu",
+    "IntelGpu",
+    "Machine",
+    "NvidiaGpu",
+    "PlatformFacts",
+    "ProbedDevice",
+    "detect",
+    "probed_devices",
+]

@@ -11,6 +11,8 @@ import dataclasses
 import platform
 from typing import Any
 
+from ptkit.backends.cuda import sass_target
+
 __all__ = ["AmdGpu", "AppleGpu", "IntelGpu", "Machine", "NvidiaGpu", "PlatformFacts"]
 
 
@@ -36,7 +38,7 @@ class NvidiaGpu:
     def arch(self) -> str | None:
         """``sm_90`` for capability 9.0."""
         cc = self.compute_capability
-        return None if cc is None else f"sm_{cc[0]}{cc[1]}"
+        return None if cc is None else sass_target(cc)
 
     def to_json(self) -> dict[str, Any]:
         cc = self.compute_capability

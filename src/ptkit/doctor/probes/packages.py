@@ -8,10 +8,12 @@ backend and devices, stable ABI, file integrity) and ``ptkit.loading.routes.rout
 with the dispatcher's answer predicted from those decisions. Nothing is loaded and torch
 is not imported. ``LoadStatus.LOADED`` here means "would load".
 
-The packages are ptkit and every package of the ``ptkit.packages`` entry-point group
-(``ptkit.loading.packages.discover_packages``: the ``*.dist-info/entry_points.txt`` files
-on the path, read directly, about 2 ms), each located without importing it;
-``probe_packages(packages=…)`` takes any ``name -> package folder`` map instead.
+The packages are those of the ``ptkit.packages`` entry-point group (ptkit-ops declares
+``ptkit_ops``; ``ptkit.loading.packages.discover_packages``: the
+``*.dist-info/entry_points.txt`` files on the path, read directly, about 2 ms), each
+located without importing it; ``probe_packages(packages=…)`` takes any ``name -> package
+folder`` map instead. Which devices torch would see follows CUDA's driver rule
+(``ptkit.backends.cuda.driver_problem``), as ``ptkit select`` and PTK201 apply it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,17 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ptkit.backends import backends_for_device_type, version_pair
+from ptkit.backends.cuda import driver_problem
 from ptkit.doctor.model import LibraryFacts, PackageFacts, RouteFacts, TorchInstall
-from ptkit.doctor.probes.distributions import normalize
 from ptkit.hardware.facts import Machine
 from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
-from ptkit.loading.packages import NATIVE_FOLDER, discover_packages, locate_package
+from ptkit.loading.packages import (
+    NATIVE_FOLDER,
+    discover_packages,
+    locate_package,
+    package_version,
+)
 from ptkit.loading.routes import predicted_has_kernel, routes
 from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
 from ptkit.loading.switches import RuntimeSwitches
@@ -39,6 +47,9 @@ __all__ = [
     "probe_packages",
     "torch_facts_from",
 ]
+
+# The backends whose libraries serve the devices torch calls cuda (CUDA's and HIP's).
+_TORCH_CUDA_BACKENDS = frozenset(b.name for b in backends_for_device_type("cuda"))
 
 
 def _macos_major() -> int | None:
@@ -64,17 +75,13 @@ def torch_facts_from(
     mps_available = False
     system = machine.system if machine else platform.system()
     arch = machine.machine if machine else platform.machine()
-    if machine is not None and torch.cuda and machine.nvidia:
+    cuda = version_pair(torch.cuda)
+    if machine is not None and cuda is not None and machine.nvidia:
         have = machine.cuda_driver_version
-        need = _major(torch.cuda)
-        if machine.nvidia_driver is None and have is None:
-            # No driver: torch.cuda.is_available() is False, torch sees no device.
-            notes.append("no NVIDIA driver is loaded: torch would see no CUDA device")
-        elif have is not None and need is not None and have[0] < need:
-            notes.append(
-                f"the NVIDIA driver supports CUDA {have[0]}.{have[1]}, torch needs CUDA "
-                f"{torch.cuda}: torch would see no CUDA device"
-            )
+        too_old = driver_problem(f"torch {torch.version}", cuda[0], machine.nvidia_driver, have)
+        if too_old:
+            # torch.cuda.is_available() is False: torch sees no device.
+            notes.append(f"{too_old}: torch would see no CUDA device")
         else:
             cuda_driver = have
             known = [g for g in machine.nvidia if g.compute_capability is not None]
@@ -112,11 +119,6 @@ def torch_facts_from(
     return facts, tuple(notes)
 
 
-def _major(version: str) -> int | None:
-    match = re.match(r"(\d+)", version)
-    return int(match.group(1)) if match else None
-
-
 def _toolkit(manifest: Manifest) -> str | None:
     text = f"{manifest.toolkit.get('name', '')} {manifest.toolkit.get('version', '')}".strip()
     return text or None
@@ -150,26 +152,6 @@ def library_facts(decision: LoadDecision) -> LibraryFacts:
     )
 
 
-def _package_version(name: str, location: Path) -> tuple[str, str | None]:
-    """The installed version (the dist-info beside the package), else the source tree's
-    ``_version.py``; and the local label (``+cu13``) when there is one."""
-    wanted = normalize(name)
-    try:
-        folders = sorted(location.parent.glob("*.dist-info"))
-    except OSError:
-        folders = []
-    for folder in folders:
-        dist, _, version = folder.name[: -len(".dist-info")].partition("-")
-        if normalize(dist) == wanted and version:
-            return version, (version.partition("+")[2] or None)
-    try:
-        text = (location / "_version.py").read_text(encoding="utf-8")
-    except OSError:
-        return "unknown", None
-    match = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text, re.MULTILINE)
-    return (match.group(1) if match else "unknown"), None
-
-
 def probe_package(
     name: str,
     location: Path,
@@ -179,9 +161,11 @@ def probe_package(
     switches: RuntimeSwitches,
     this_platform: str,
     version: str | None = None,
+    distribution: str | None = None,
 ) -> PackageFacts:
     """One package: each manifest in ``<location>/_native`` and the loader's verdict.
-    ``version``: the installed distribution's (else read beside the package)."""
+    ``version``, ``distribution``: the installed distribution's (else the version is
+    read beside the package)."""
     decisions: list[LoadDecision] = []
     manifests: list[Manifest] = []
     predicted = torch_facts_from(torch, machine)
@@ -209,7 +193,7 @@ def probe_package(
             continue
         facts, notes = predicted
         decision = decide_without_loading(manifest, facts, switches, this_platform)
-        if notes and manifest.backend in ("cuda", "hip"):
+        if notes and manifest.backend in _TORCH_CUDA_BACKENDS:
             decision = LoadDecision(
                 decision.manifest_path,
                 decision.status,
@@ -241,9 +225,8 @@ def probe_package(
                     RouteFacts(row.op, row.device_type, row.implementation, row.library, row.reason)
                 )
     if version is None:
-        version, label = _package_version(name, location)
-    else:
-        label = version.partition("+")[2] or None
+        version = package_version(name) or "unknown"  # the loader's lookup of the dist-info
+    label = version.partition("+")[2] or None
     variants = sorted({m.variant for m in manifests})
     variant = variants[0] if len(variants) == 1 else label
     return PackageFacts(
@@ -253,6 +236,7 @@ def probe_package(
         location=str(location),
         libraries=tuple(library_facts(d) for d in decisions),
         routes=tuple(route_rows),
+        distribution=distribution,
     )
 
 
@@ -266,9 +250,9 @@ def probe_packages(
     paths: Sequence[str] | None = None,
 ) -> tuple[PackageFacts, ...]:
     """Every package that ships ptkit manifests: ``packages`` (name -> folder), else each
-    of ``names`` found on the path without importing it, else ptkit and every package of
-    the ``ptkit.packages`` entry-point group on ``paths`` (default ``sys.path``). A
-    declared package that cannot be found is left out."""
+    of ``names`` found on the path without importing it, else every package of the
+    ``ptkit.packages`` entry-point group on ``paths`` (default ``sys.path``). A declared
+    package that cannot be found is left out."""
     switches = RuntimeSwitches.from_environ(environ)
     this_platform = (
         f"{machine.system}-{machine.machine}".lower()
@@ -276,10 +260,12 @@ def probe_packages(
         else manifest_platform()
     )
     versions: dict[str, str] = {}
+    distributions: dict[str, str] = {}
     if packages is None:
         if names is None:
             entries = discover_packages(paths)
             versions = {e.module: e.version for e in entries}
+            distributions = {e.module: e.distribution for e in entries}
             modules = list(dict.fromkeys(e.module for e in entries))
         else:
             modules = list(names)
@@ -294,6 +280,7 @@ def probe_packages(
             switches=switches,
             this_platform=this_platform,
             version=versions.get(name),
+            distribution=distributions.get(name),
         )
         for name, location in packages.items()
     )

@@ -1,7 +1,15 @@
-"""``ptkit doctor --build``: the build tools this machine has, and which variant recipe
-each could build. Each tool is found where the CMake modules look for it (same order),
-asked for its version with a timeout (``ptkit.hardware.commands``: never hangs, never
-raises), and compared with the recipes' targets."""
+"""``ptkit doctor --build``: the build tools this machine has, and what each could build.
+
+The GPU compilers are found where the build finds them: each backend's
+``toolkit_candidates``, in the build's order; every candidate is listed with its source
+and the one the build takes (``find_toolkit``) is marked. What each could build of each
+recipe is the build's own resolution: ``Backend.requested_targets`` (the recipe's
+targets, or the override variable: ``PTKIT_CUDA_ARCHS``, ``PTKIT_HIP_TARGETS``) then
+``Backend.resolve`` against what the compiler lists, so a bad override is the error
+CMake and ``ptkit select`` give, and a missing target names the toolkit that has it.
+The fixes name the recipe's ``[toolkit] packages``. Every command has a timeout
+(``ptkit.hardware.commands``: never hangs, never raises).
+"""
 
 from __future__ import annotations
 
@@ -10,31 +18,28 @@ import functools
 import os
 import platform
 import re
-import shutil
+import shlex
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ptkit.backends import BACKENDS, Backend, TargetError
+from ptkit.backends.base import ToolkitCandidate, on_path
+from ptkit.backends.cuda import BACKEND as CUDA
+from ptkit.backends.hip import therock_sdk
 from ptkit.doctor.model import ToolchainFacts
 from ptkit.hardware.commands import CommandResult, run_command
-
-if TYPE_CHECKING:
-    from ptkit.recipes.model import Recipe
+from ptkit.recipes.model import Recipe
 
 __all__ = [
-    "cuda_could_build",
-    "hip_could_build",
+    "could_build",
     "hip_device_library_targets",
     "probe_toolchains",
 ]
 
 # pyproject.toml's [tool.scikit-build] cmake.version / ninja.version.
 _MIN_VERSIONS = {"cmake": (3, 26), "ninja": (1, 11)}
-_CUDA_TARGET = re.compile(r"^(sm|compute)_(\d+)[af]?$")
-# The tools whose could_build compares with the recipes' targets.
-_RECIPE_TOOLS = ("nvcc", "hipcc", "icpx")
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
@@ -42,12 +47,14 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in match.group(1).split(".")) if match else ()
 
 
-def _which(name: str, environ: Mapping[str, str]) -> Path | None:
-    found = shutil.which(name, path=environ.get("PATH", os.defpath))
-    return Path(found) if found else None
+def _first_line(result: CommandResult) -> str | None:
+    if result.output is None:
+        return None
+    return next((ln.strip() for ln in result.output.splitlines() if ln.strip()), None)
 
 
-def _unique(paths: Sequence[tuple[Path | None, str]]) -> list[tuple[Path, str]]:
+def _existing(paths: Sequence[tuple[Path | None, str]]) -> list[tuple[Path, str]]:
+    """The paths that are files, each once (by where it resolves to)."""
     seen: set[str] = set()
     result: list[tuple[Path, str]] = []
     for path, source in paths:
@@ -61,12 +68,6 @@ def _unique(paths: Sequence[tuple[Path | None, str]]) -> list[tuple[Path, str]]:
             seen.add(key)
             result.append((path, source))
     return result
-
-
-def _first_line(result: CommandResult) -> str | None:
-    if result.output is None:
-        return None
-    return next((ln.strip() for ln in result.output.splitlines() if ln.strip()), None)
 
 
 # --- cmake, ninja ----------------------------------------------------------------------
@@ -107,81 +108,138 @@ def _build_tool(
     return rows
 
 
-# --- CUDA ------------------------------------------------------------------------------
+# --- what a compiler could build -------------------------------------------------------
 
 
-def cuda_could_build(recipe: Recipe, supported: Sequence[str], version: str | None) -> str:
-    """``cu13: sm_90 … compute_120`` or ``cu13 needs sm_107, nvcc 13.0 lacks it``; the
-    rule of ``ptkit_resolve_cuda_targets`` (a/f variants exist wherever their base does)."""
+def _toolkit_install(recipe: Recipe) -> str:
+    """The recipe's ``[toolkit] packages`` as a pip command ("" when it lists none)."""
+    if not recipe.toolkit.packages:
+        return ""
+    argv = ["pip", "install", *recipe.toolkit.packages]
+    if recipe.toolkit.index_url:
+        argv += ["--index-url", recipe.toolkit.index_url]
+    return shlex.join(argv)
 
-    def base(target: str) -> str:
-        match = _CUDA_TARGET.match(target)
-        return f"{match.group(1)}_{match.group(2)}" if match else target
 
-    have = set(supported)
-    missing = [t for t in recipe.targets.cuda if base(t) not in have]
-    nvcc = f"nvcc {version or '?'}"
-    if missing:
-        them = "them" if len(missing) > 1 else "it"
-        return f"{recipe.name} needs {', '.join(missing)}, {nvcc} lacks {them}"
-    dropped = [t for t in recipe.targets.cuda_optional if base(t) not in have]
-    built = [t for t in (*recipe.targets.cuda, *recipe.targets.cuda_optional) if t not in dropped]
-    text = f"{recipe.name}: {', '.join(built)}"
-    if dropped:
-        text += f" (optional {', '.join(dropped)} dropped: {nvcc} lacks them)"
+def _toolkit_fix(recipe: Recipe) -> str:
+    install = _toolkit_install(recipe)
+    return f"install the {recipe.name} recipe's toolkit: {install}" if install else ""
+
+
+def could_build(
+    backend: Backend,
+    recipe: Recipe,
+    supported: Sequence[str],
+    compiler: str,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """What a compiler that lists ``supported`` builds of ``recipe``, as the build
+    resolves it: ``cu13: sm_90, …, compute_120``, or why nothing (a bad override, a
+    target it lacks: the build's own error with its fix). ``compiler``: ``nvcc 13.5.37``."""
+    field = backend.target_field
+    if field is None:
+        return f"{recipe.name}: no {backend.title} targets to build"
+    try:
+        request = backend.requested_targets(
+            getattr(recipe.targets, field),
+            getattr(recipe.targets, f"{field}_optional", ()),
+            environ or {},
+        )
+    except TargetError as exc:
+        return f"{recipe.name}: nothing: {exc}"
+    resolution = backend.resolve(request, supported, compiler, _toolkit_fix(recipe))
+    if resolution.error:
+        return f"{recipe.name}: nothing: {resolution.error}"
+    text = f"{recipe.name}: {', '.join(resolution.built)}"
+    if request.source != "recipe":
+        text += f" (from {request.source})"
+    if resolution.dropped:
+        text += f" (optional {', '.join(resolution.dropped)} dropped: {compiler} lacks them)"
     return text
 
 
-def _cuda_order(target: str) -> tuple[int, int, str]:
-    """sm_* before compute_*, each by compute capability (sm_90 < sm_100)."""
-    match = _CUDA_TARGET.match(target)
-    if match is None:
-        return (2, 0, target)
-    return (0 if match.group(1) == "sm" else 1, int(match.group(2)), target)
+def _source(candidate: ToolkitCandidate, chosen: ToolkitCandidate | None) -> str:
+    return f"{candidate.source}, used by the build" if candidate == chosen else candidate.source
 
 
-def _nvcc_rows(
-    path: Path, source: str, recipes: Sequence[Recipe], timeout_s: float
+def _found(
+    backend: Backend, environ: Mapping[str, str], search_paths: Sequence[str]
+) -> tuple[list[ToolkitCandidate], ToolkitCandidate | None, list[ToolchainFacts]]:
+    """The candidates whose compiler exists, the one the build takes, and a row for an
+    explicitly named compiler that does not exist (the build fails on it)."""
+    candidates = backend.toolkit_candidates(environ, search_paths)
+    chosen = backend.find_toolkit(environ, search_paths)
+    existing = [c for c in candidates if c.compiler.is_file()]
+    broken = [
+        ToolchainFacts(
+            backend.compiler_name,
+            str(c.compiler),
+            None,
+            (),
+            f"nothing ({c.source}): the build fails: {c.source} names {c.compiler}, which "
+            "does not exist",
+            f"{c.compiler} does not exist",
+        )
+        for c in candidates
+        if c.explicit and not c.compiler.is_file()
+    ]
+    return existing, chosen, broken
+
+
+def _not_found(
+    backend: Backend, environ: Mapping[str, str], search_paths: Sequence[str], fix: str
+) -> ToolchainFacts:
+    looked = backend.toolkit_candidates(environ, search_paths)
+    where = ", ".join(f"{c.compiler} ({c.source})" for c in looked)
+    return ToolchainFacts(
+        backend.compiler_name,
+        None,
+        None,
+        (),
+        f"nothing: no {backend.compiler_name} ({f'looked at: {where}' if where else 'no candidate'}"
+        f"); {fix}",
+        None,
+    )
+
+
+def _recipes_of(backend: Backend, recipes: Sequence[Recipe]) -> list[Recipe]:
+    return [r for r in recipes if r.backend == backend.name]
+
+
+def _install_fixes(backend: Backend, recipes: Sequence[Recipe], otherwise: str) -> str:
+    fixes = [_toolkit_fix(r) for r in _recipes_of(backend, recipes) if r.toolkit.packages]
+    return "; or ".join([*fixes, otherwise]) if fixes else otherwise
+
+
+# --- CUDA ------------------------------------------------------------------------------
+
+
+def _nvcc(
+    candidate: ToolkitCandidate,
+    chosen: ToolkitCandidate | None,
+    recipes: Sequence[Recipe],
+    environ: Mapping[str, str],
+    timeout_s: float,
 ) -> list[ToolchainFacts]:
-    return [_nvcc(path, source, recipes, timeout_s)]
-
-
-def _nvcc_candidates(
-    environ: Mapping[str, str], paths: Sequence[str], repo_roots: Sequence[Path]
-) -> list[tuple[Path, str]]:
-    found: list[tuple[Path | None, str]] = []
-    root = environ.get("PTKIT_CUDA_ROOT")
-    if root:
-        found.append((Path(root) / "bin" / "nvcc", "PTKIT_CUDA_ROOT"))
-    for entry in paths:
-        nvidia = Path(entry or ".") / "nvidia"
-        if nvidia.is_dir():
-            found += [(p, "pip, used by the build") for p in sorted(nvidia.glob("cu*/bin/nvcc"))]
-    for repo in repo_roots:
-        pattern = "lib/python*/site-packages/nvidia/cu*/bin/nvcc"
-        for nvcc in sorted((repo / ".toolchains").glob(f"cu*/{pattern}")):
-            found.append((nvcc, f"ptkit's dev environment .toolchains/{nvcc.parents[6].name}"))
-    found.append((_which("nvcc", environ), "PATH, used only with -DPTKIT_CUDA_USE_SYSTEM=ON"))
-    return _unique(found)
-
-
-def _nvcc(path: Path, source: str, recipes: Sequence[Recipe], timeout_s: float) -> ToolchainFacts:
-    result = run_command([str(path), "--version"], timeout_s)
+    path = str(candidate.compiler)
+    source = _source(candidate, chosen)
+    result = run_command([path, "--version"], timeout_s)
     match = re.search(r"release (\d+\.\d+), V([\d.]+)", result.output or "")
     version = match.group(2) if match else None
-    codes = run_command([str(path), "--list-gpu-code"], timeout_s)
-    archs = run_command([str(path), "--list-gpu-arch"], timeout_s)
-    listed = {t for r in (codes, archs) for t in (r.output or "").split() if _CUDA_TARGET.match(t)}
-    targets = tuple(sorted(listed, key=_cuda_order))
+    codes = run_command([path, "--list-gpu-code"], timeout_s)
+    archs = run_command([path, "--list-gpu-arch"], timeout_s)
+    targets = CUDA.listed_targets(f"{codes.output or ''}\n{archs.output or ''}")
     problem = result.problem or codes.problem or archs.problem
-    cuda = [r for r in recipes if r.backend == "cuda"]
+    cuda = _recipes_of(CUDA, recipes)
     if not targets:
         could = f"nothing: its targets could not be listed ({source})"
     elif not cuda:
         could = f"no cuda recipe to build ({source})"
     else:
-        could = "; ".join(cuda_could_build(r, targets, version) for r in cuda) + f" ({source})"
-    return ToolchainFacts("nvcc", str(path), version, targets, could, problem)
+        nvcc = f"nvcc {version or '?'} at {path}"
+        could = "; ".join(could_build(CUDA, r, targets, nvcc, environ) for r in cuda)
+        could += f" ({source})"
+    return [ToolchainFacts("nvcc", path, version, targets, could, problem)]
 
 
 # --- HIP -------------------------------------------------------------------------------
@@ -212,129 +270,84 @@ def hip_device_library_targets(root: Path) -> tuple[tuple[str, ...], Path | None
     return (), None
 
 
-def hip_could_build(
-    recipe: Recipe, targets: Sequence[str], where: Path | None, version: str | None
+def _hip_could_build(
+    recipe: Recipe,
+    targets: Sequence[str],
+    where: Path | None,
+    version: str | None,
+    environ: Mapping[str, str],
 ) -> str:
-    hip = f"HIP {version or '?'}"
+    hip = BACKENDS["hip"]
     if where is None:
         return (
             f"{recipe.name}: gfx targets not probed (no device-library folder found); the "
             "build probes each by compiling an empty kernel"
         )
-    missing = [t for t in recipe.targets.hip if t not in targets]
-    if missing:
-        return f"{recipe.name} needs {', '.join(missing)}: no device libraries for them in {where} ({hip})"
-    text = f"{recipe.name}: {', '.join(recipe.targets.hip)}"
+    text = could_build(
+        hip, recipe, targets, f"HIP {version or '?'} (device libraries in {where})", environ
+    )
     want, have = _version_tuple(recipe.toolkit.version)[:1], _version_tuple(version)[:1]
-    if want and have and want != have:
+    if want and have and want != have and ": nothing: " not in text:
         text += (
-            f" (a compile proof: {hip} links libamdhip64.so.{have[0]}, a ROCm {want[0]} torch "
-            f"has libamdhip64.so.{want[0]})"
+            f" (a compile proof: HIP {version} links libamdhip64.so.{have[0]}, a ROCm "
+            f"{want[0]} torch has libamdhip64.so.{want[0]})"
         )
     return text
 
 
-def _hip(
-    environ: Mapping[str, str], env_bin: Path, recipes: Sequence[Recipe], timeout_s: float
+def _hipcc(
+    candidate: ToolkitCandidate,
+    chosen: ToolkitCandidate | None,
+    recipes: Sequence[Recipe],
+    environ: Mapping[str, str],
+    timeout_s: float,
 ) -> list[ToolchainFacts]:
-    rows: list[ToolchainFacts] = []
-    candidates: list[tuple[Path | None, str]] = []
-    if environ.get("PTKIT_HIP_ROOT"):
-        candidates.append((Path(environ["PTKIT_HIP_ROOT"]) / "bin" / "hipcc", "PTKIT_HIP_ROOT"))
-    sdk = _unique([(env_bin / "rocm-sdk", "this Python"), (_which("rocm-sdk", environ), "PATH")])
-    if sdk:
-        path, _ = sdk[0]
-        result = run_command([str(path), "path", "--root"], timeout_s)
-        root = (result.output or "").strip().splitlines()[-1:] if result.ok else []
-        if root:
-            candidates.append((Path(root[0]) / "bin" / "hipcc", "TheRock rocm-sdk"))
-            could = f"the HIP toolchain at {root[0]}"
-        else:
-            could = "nothing: `rocm-sdk path --root` gave no folder; pip install 'rocm[devel]'"
-        rows.append(ToolchainFacts("rocm-sdk", str(path), None, (), could, result.problem))
-    else:
-        rows.append(
-            ToolchainFacts(
-                "rocm-sdk",
-                None,
-                None,
-                (),
-                "nothing: TheRock's SDK is not installed (pip install the rocm recipe's packages)",
-                None,
-            )
+    path = str(candidate.compiler)
+    # Debian's hipcc picks the NVIDIA platform when nvcc is installed: ask for AMD's.
+    result = run_command(["env", "HIP_PLATFORM=amd", path, "--version"], timeout_s)
+    match = re.search(r"HIP version: ([\w.\-]+)", result.output or "")
+    version = match.group(1) if match else None
+    targets, where = hip_device_library_targets(candidate.compiler.resolve().parent.parent)
+    hip = _recipes_of(BACKENDS["hip"], recipes)
+    could = "; ".join(_hip_could_build(r, targets, where, version, environ) for r in hip)
+    return [
+        ToolchainFacts(
+            "hipcc",
+            path,
+            version,
+            targets,
+            f"{could or 'no hip recipe to build'} ({_source(candidate, chosen)})",
+            result.problem,
         )
-    if environ.get("ROCM_PATH"):
-        candidates.append((Path(environ["ROCM_PATH"]) / "bin" / "hipcc", "ROCM_PATH"))
-    candidates.append((_which("hipcc", environ), "PATH"))
-    candidates.append((Path("/opt/rocm/bin/hipcc"), "/opt/rocm"))
-    hip_recipes = [r for r in recipes if r.backend == "hip"]
-    found = _unique(candidates)
-    if not found:
-        rows.append(
-            ToolchainFacts(
-                "hipcc",
-                None,
-                None,
-                (),
-                "nothing: no hipcc (TheRock rocm-sdk, ROCM_PATH, PATH or /opt/rocm); "
-                "pip install the rocm recipe's packages or apt install hipcc",
-                None,
-            )
-        )
-    for path, source in found:
-        # Debian's hipcc picks the NVIDIA platform when nvcc is installed: ask for AMD's.
-        result = run_command(["env", "HIP_PLATFORM=amd", str(path), "--version"], timeout_s)
-        match = re.search(r"HIP version: ([\w.\-]+)", result.output or "")
-        version = match.group(1) if match else None
-        targets, where = hip_device_library_targets(path.resolve().parent.parent)
-        could = "; ".join(hip_could_build(r, targets, where, version) for r in hip_recipes)
-        rows.append(
-            ToolchainFacts(
-                "hipcc",
-                str(path),
-                version,
-                targets,
-                f"{could or 'no hip recipe to build'} ({source})",
-                result.problem,
-            )
-        )
-    return rows
+    ]
+
+
+def _therock_row(environ: Mapping[str, str], recipes: Sequence[Recipe]) -> ToolchainFacts:
+    """TheRock's ``rocm-sdk`` command (the HIP candidates say what its root holds)."""
+    sdk = therock_sdk(environ)
+    if sdk is not None:
+        return ToolchainFacts("rocm-sdk", str(sdk), None, (), "TheRock's ROCm SDK", None)
+    fix = _install_fixes(BACKENDS["hip"], recipes, "see https://github.com/ROCm/TheRock")
+    return ToolchainFacts(
+        "rocm-sdk", None, None, (), f"nothing: TheRock's SDK is not installed; {fix}", None
+    )
 
 
 # --- icpx, xcrun metal -----------------------------------------------------------------
 
 
 def _icpx(
-    environ: Mapping[str, str], recipes: Sequence[Recipe], timeout_s: float
+    candidate: ToolkitCandidate,
+    chosen: ToolkitCandidate | None,
+    recipes: Sequence[Recipe],
+    environ: Mapping[str, str],
+    timeout_s: float,
 ) -> list[ToolchainFacts]:
-    candidates: list[tuple[Path | None, str]] = []
-    if environ.get("PTKIT_ICPX"):
-        candidates.append((Path(environ["PTKIT_ICPX"]), "PTKIT_ICPX"))
-    if environ.get("CMPLR_ROOT"):
-        candidates.append((Path(environ["CMPLR_ROOT"]) / "bin" / "icpx", "CMPLR_ROOT"))
-    if environ.get("ONEAPI_ROOT"):
-        oneapi = Path(environ["ONEAPI_ROOT"]) / "compiler" / "latest" / "bin" / "icpx"
-        candidates.append((oneapi, "ONEAPI_ROOT"))
-    candidates.append((Path("/opt/intel/oneapi/compiler/latest/bin/icpx"), "/opt/intel/oneapi"))
-    candidates.append((_which("icpx", environ), "PATH"))
-    found = _unique(candidates)
-    xpu = [r for r in recipes if r.backend == "xpu"]
-    if not found:
-        return [
-            ToolchainFacts(
-                "icpx",
-                None,
-                None,
-                (),
-                "nothing: no icpx; install oneAPI (intel-oneapi-compiler-dpcpp-cpp) and source "
-                "/opt/intel/oneapi/setvars.sh, or set PTKIT_ICPX",
-                None,
-            )
-        ]
-    path, source = found[0]  # the build takes the first, never falls back
+    path = candidate.compiler
     result = run_command([str(path), "--version"], timeout_s)
     match = re.search(r"Compiler (\d+\.\d+(?:\.\d+)?)", _first_line(result) or "")
-    ocloc = (path.parent / "ocloc").is_file() or _which("ocloc", environ) is not None
+    ocloc = (path.parent / "ocloc").is_file() or on_path("ocloc", environ) is not None
+    xpu = _recipes_of(BACKENDS["xpu"], recipes)
     parts = []
     for recipe in xpu:
         aot = [t for t in recipe.targets.xpu if t != "spir64"]
@@ -351,7 +364,7 @@ def _icpx(
             str(path),
             match.group(1) if match else None,
             targets,
-            f"{could} ({source})",
+            f"{could} ({_source(candidate, chosen)})",
             result.problem,
         )
     ]
@@ -361,7 +374,7 @@ def _metal(environ: Mapping[str, str], timeout_s: float) -> list[ToolchainFacts]
     if platform.system() != "Darwin":
         could = "metal: .metal sources only (compiled at first use); a .metallib needs macOS"
         return [ToolchainFacts("xcrun metal", None, None, (), could, None)]
-    xcrun = _which("xcrun", environ)
+    xcrun = on_path("xcrun", environ)
     if xcrun is None:
         could = "metal: .metal sources only; install Xcode for a .metallib"
         return [ToolchainFacts("xcrun metal", None, None, (), could, None)]
@@ -384,6 +397,26 @@ def _metal(environ: Mapping[str, str], timeout_s: float) -> list[ToolchainFacts]
 
 # --- all -------------------------------------------------------------------------------
 
+_Row = Callable[
+    [ToolkitCandidate, ToolkitCandidate | None, Sequence[Recipe], Mapping[str, str], float],
+    list[ToolchainFacts],
+]
+# Per GPU backend: how one of its compilers is asked, and what to do when none is found.
+_COMPILERS: tuple[tuple[str, _Row, str], ...] = (
+    ("cuda", _nvcc, "point PTKIT_CUDA_ROOT at a CUDA toolkit"),
+    ("hip", _hipcc, "install ROCm (apt install hipcc), or point PTKIT_HIP_ROOT at it"),
+    (
+        "xpu",
+        _icpx,
+        "install oneAPI (intel-oneapi-compiler-dpcpp-cpp) and source "
+        "/opt/intel/oneapi/setvars.sh, or set PTKIT_ICPX",
+    ),
+)
+
+
+def _rows(rows: list[ToolchainFacts]) -> list[ToolchainFacts]:
+    return rows
+
 
 def _load_recipes() -> tuple[list[Recipe], str | None]:
     try:
@@ -394,6 +427,18 @@ def _load_recipes() -> tuple[list[Recipe], str | None]:
         return [], f"recipes unreadable: {type(exc).__name__}: {exc}"
 
 
+def _dev_toolchains() -> list[str]:
+    """ptkit's dev environment (scripts/bootstrap): the pip toolkits in ``.toolchains/``
+    of the current folder and of the source tree holding this package, which ``ptkit
+    build`` in a checkout uses."""
+    roots = {Path.cwd().resolve(), Path(__file__).resolve().parents[4]}
+    return [
+        str(site)
+        for root in sorted(roots)
+        for site in sorted(root.glob(".toolchains/*/lib/python*/site-packages"))
+    ]
+
+
 def probe_toolchains(
     *,
     environ: Mapping[str, str] | None = None,
@@ -402,49 +447,41 @@ def probe_toolchains(
     paths: Sequence[str] | None = None,
 ) -> tuple[ToolchainFacts, ...]:
     """Every build tool and what it could build; each tool's commands run concurrently
-    (a missing or hanging one costs at most its own timeouts)."""
+    (a missing or hanging one costs at most its own timeouts). ``paths``: where pip
+    toolkits are looked for (default: ``sys.path`` and ptkit's dev environment)."""
     env = os.environ if environ is None else environ
-    search = list(sys.path if paths is None else paths)
+    search = [*sys.path, *_dev_toolchains()] if paths is None else list(paths)
     recipe_problem = None
     if recipes is None:
         loaded, recipe_problem = _load_recipes()
         recipes = loaded
-    recipes = [_with_overrides(r, env) for r in recipes]
     env_bin = Path(sys.executable).parent
-    repo_roots = _unique_dirs([Path.cwd(), Path(__file__).resolve().parents[4]])
     groups: list[Callable[[], list[ToolchainFacts]]] = [
         lambda: _build_tool(
             "cmake",
-            _unique([(env_bin / "cmake", "this Python"), (_which("cmake", env), "PATH")]),
+            _existing([(env_bin / "cmake", "this Python"), (on_path("cmake", env), "PATH")]),
             timeout_s,
         ),
         lambda: _build_tool(
             "ninja",
-            _unique([(env_bin / "ninja", "this Python"), (_which("ninja", env), "PATH")]),
+            _existing([(env_bin / "ninja", "this Python"), (on_path("ninja", env), "PATH")]),
             timeout_s,
         ),
-        lambda: _hip(env, env_bin, recipes, timeout_s),
-        lambda: _icpx(env, recipes, timeout_s),
-        lambda: _metal(env, timeout_s),
     ]
-    # One group per nvcc: each runs three commands, and one that hangs must not cost the
-    # others their time.
-    nvccs = _nvcc_candidates(env, search, repo_roots)
-    nvcc_groups: list[Callable[[], list[ToolchainFacts]]] = [
-        functools.partial(_nvcc_rows, path, source, recipes, timeout_s) for path, source in nvccs
-    ]
-    if not nvccs:
-        missing = ToolchainFacts(
-            "nvcc",
-            None,
-            None,
-            (),
-            "nothing: no nvcc; pip install the cu13 recipe's toolkit packages "
-            "(nvidia-cuda-nvcc==13.5.*) or set PTKIT_CUDA_ROOT",
-            None,
-        )
-        nvcc_groups.append(lambda: [missing])
-    groups[2:2] = nvcc_groups  # rows in the order cmake, ninja, nvcc, HIP, icpx, metal
+    for name, ask, otherwise in _COMPILERS:
+        backend = BACKENDS[name]
+        if name == "hip":
+            groups.append(functools.partial(_rows, [_therock_row(env, recipes)]))
+        existing, chosen, broken = _found(backend, env, search)
+        groups.append(functools.partial(_rows, broken))
+        # One group per compiler: each runs up to three commands, and one that hangs
+        # must not cost the others their time.
+        for candidate in existing:
+            groups.append(functools.partial(ask, candidate, chosen, recipes, env, timeout_s))
+        if not existing and not broken:
+            fix = _install_fixes(backend, recipes, otherwise)
+            groups.append(functools.partial(_rows, [_not_found(backend, env, search, fix)]))
+    groups.append(lambda: _metal(env, timeout_s))
     results: list[list[ToolchainFacts]] = [[] for _ in groups]
 
     def run(index: int) -> None:
@@ -468,42 +505,11 @@ def probe_toolchains(
     rows = [row for group in results for row in group]
     if recipe_problem:
         # Found compilers, but no recipe to compare with: say so instead of "nothing".
+        compilers = {BACKENDS[name].compiler_name for name, _, _ in _COMPILERS}
         rows = [
             dataclasses.replace(r, could_build=f"unknown: {recipe_problem}")
-            if r.path is not None and r.name in _RECIPE_TOOLS
+            if r.path is not None and r.name in compilers
             else r
             for r in rows
         ]
     return tuple(rows)
-
-
-def _with_overrides(recipe: Recipe, environ: Mapping[str, str]) -> Recipe:
-    """The build's target overrides (``ptkit_add_kernel_library``): PTKIT_CUDA_ARCHS in
-    TORCH_CUDA_ARCH_LIST style (``9.0;10.0+PTX``), PTKIT_HIP_TARGETS (``gfx90a gfx942``)."""
-    targets = recipe.targets
-    cuda_archs = environ.get("PTKIT_CUDA_ARCHS", "").strip()
-    if recipe.backend == "cuda" and cuda_archs:
-        parsed: list[str] = []
-        for item in re.split(r"[;\s]+", cuda_archs):
-            match = re.fullmatch(r"(\d+)\.(\d)([af]?)(\+PTX)?", item)
-            if match:
-                cc = f"{match.group(1)}{match.group(2)}{match.group(3)}"
-                parsed += [f"sm_{cc}"] + ([f"compute_{cc}"] if match.group(4) else [])
-        targets = dataclasses.replace(targets, cuda=tuple(parsed), cuda_optional=())
-    hip_targets = environ.get("PTKIT_HIP_TARGETS", "").strip()
-    if recipe.backend == "hip" and hip_targets:
-        hip = tuple(t for t in re.split(r"[ ,;]+", hip_targets) if t)
-        targets = dataclasses.replace(targets, hip=hip, hip_optional=())
-    return recipe if targets is recipe.targets else dataclasses.replace(recipe, targets=targets)
-
-
-def _unique_dirs(dirs: Sequence[Path]) -> list[Path]:
-    seen: list[Path] = []
-    for d in dirs:
-        try:
-            resolved = d.resolve()
-        except OSError:
-            continue
-        if resolved not in seen and (resolved / ".toolchains").is_dir():
-            seen.append(resolved)
-    return seen

@@ -1,0 +1,45 @@
+"""``ptkit new``: a new extension project that ptkit builds, ships and loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--backends",
+    default="cpu",
+    show_default=True,
+    help="Comma list of backends to write an example op for: cpu, cuda (cpu is always in).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=None,
+    show_default="./NAME",
+    help="Where to write the project (missing or empty).",
+)
+def new(name: str, backends: str, directory: Path | None) -> None:
+    """Write a new extension project NAME that ptkit builds, ships and loads.
+
+    pyproject.toml (scikit-build-core, ptkit), a CMakeLists.txt of a few lines, one
+    example op (NAME::scale_add) per backend with its reference and fake kernel, the
+    recipes, tests, and the cibuildwheel configuration and release workflow generated
+    from the recipes. Nothing is written unless all of it is (exit 1 with the reason).
+    """
+    from ptkit.scaffold import ScaffoldError, create_project
+
+    try:
+        root, files = create_project(name, backends=backends.split(","), directory=directory)
+    except ScaffoldError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"ptkit new: wrote {len(files)} files into {root}:")
+    click.echo("\n".join(f"  {f}" for f in files))
+    click.echo(
+        f"Next: cd {root} && ptkit build --variant cpu && pip install dist/cpu/{name}-*.whl "
+        "&& pytest (or: make test)"
+    )

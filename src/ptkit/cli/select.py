@@ -1,0 +1,44 @@
+"""``ptkit select``: which variant fits this machine, and the commands that install it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ptkit.cli.options import machine_probe_options
+
+
+@click.command("select")
+@click.option(
+    "--index-url",
+    envvar="PTKIT_INDEX_URL",
+    help="Root of ptkit's index (<root>/<variant>/simple); the commands need it. "
+    "Env: PTKIT_INDEX_URL.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema_version 1).")
+@machine_probe_options
+def select(index_url: str | None, as_json: bool, root: Path, timeout_s: float) -> None:
+    """Which variant of ptkit-ops fits this machine, and the pip and uv commands that
+    install it.
+
+    Reads the NVIDIA driver and each GPU's compute capability, AMD gfx targets (KFD
+    topology), Intel GPUs (PCI ids) and Apple silicon without importing torch, then
+    picks the variant whose recipe targets cover every device. PTKIT_VARIANT overrides;
+    a build override (PTKIT_CUDA_ARCHS, PTKIT_HIP_TARGETS) is checked as the build
+    checks it. Exit 2 on a bad option or override.
+    """
+    from ptkit.selection import SelectionError, render_text
+    from ptkit.selection import select as select_variant
+
+    try:
+        result = select_variant(root, index_url=index_url, timeout_s=timeout_s)
+    except SelectionError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(render_text(result).rstrip("\n"))

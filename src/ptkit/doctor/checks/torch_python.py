@@ -1,0 +1,163 @@
+"""PTK1xx: torch and Python."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ptkit.doctor.checks.advice import PYTORCH_INSTALL, recommended, torch_index_fix
+from ptkit.doctor.checks.base import Problem, check
+from ptkit.doctor.model import PythonFacts, Severity, SmokeFacts, TorchInstall
+from ptkit.hardware.facts import Machine
+
+
+def torch_label(torch: TorchInstall) -> str:
+    return f"torch {torch.version or '(unknown version)'}"
+
+
+@check(
+    "PTK101",
+    "torch-missing",
+    Severity.ERROR,
+    summary="torch is not installed",
+    fix=f"install torch (pick the build at {PYTORCH_INSTALL}; `ptkit select` names the variant)",
+)
+def torch_missing(
+    torch: TorchInstall, python: PythonFacts | None = None, machine: Machine | None = None
+) -> Iterator[Problem]:
+    if torch.location is not None:
+        return
+    where = python.executable if python else "this Python"
+    choice = recommended(machine) if machine is not None else None
+    fix = None
+    if choice is not None and choice.torch_index_url:
+        fix = (
+            f"install torch for the {choice.variant} variant `ptkit select` names here: "
+            f"pip install torch --index-url {choice.torch_index_url}"
+        )
+    yield Problem(
+        f"torch is not installed for {where}: the packages built with ptkit need it "
+        "(their import fails)",
+        fix,
+    )
+
+
+@check(
+    "PTK102",
+    "torch-broken",
+    Severity.ERROR,
+    summary="torch's installed files look broken (no version file, a stray torch folder)",
+    fix="reinstall it: pip install --force-reinstall torch (or remove the stray `torch` "
+    "folder from PYTHONPATH/sys.path); `ptkit doctor --smoke` shows the import error",
+)
+def torch_broken(torch: TorchInstall) -> Iterator[Problem]:
+    if torch.location is not None and torch.problems:
+        yield Problem(f"torch at {torch.location} looks broken: {'; '.join(torch.problems)}")
+
+
+@check(
+    "PTK103",
+    "torch-import-fails",
+    Severity.ERROR,
+    summary="`import torch` fails in the --smoke child process",
+    fix="fix or reinstall torch (pip install --force-reinstall torch); run "
+    "`python -c 'import torch'` to see the whole traceback",
+)
+def torch_import_fails(smoke: SmokeFacts) -> Iterator[Problem]:
+    if not smoke.torch_imported:
+        yield Problem(
+            f"`import torch` failed in the --smoke child process: {smoke.error or 'no error line'}"
+        )
+
+
+@check(
+    "PTK104",
+    "torch-cpu-build-on-nvidia-gpu",
+    Severity.WARNING,
+    summary="a CPU build of torch on a machine with NVIDIA GPUs",
+    fix=f"install torch's CUDA build (pick it at {PYTORCH_INSTALL})",
+)
+def torch_cpu_on_nvidia(torch: TorchInstall, machine: Machine) -> Iterator[Problem]:
+    if torch.location is None or not machine.nvidia or torch.cuda or torch.hip or torch.xpu:
+        return
+    gpus = ", ".join(sorted({g.name for g in machine.nvidia}))
+    yield Problem(
+        f"{torch_label(torch)} is a CPU build but this machine has {len(machine.nvidia)} "
+        f"NVIDIA GPU(s) ({gpus}): nothing runs on them",
+        torch_index_fix(machine, "cu", "CUDA"),
+    )
+
+
+@check(
+    "PTK105",
+    "torch-without-rocm-on-amd-gpu",
+    Severity.WARNING,
+    summary="a torch without ROCm on a machine with AMD GPUs (and no NVIDIA GPU)",
+    fix=f"install torch's ROCm build (pick it at {PYTORCH_INSTALL})",
+)
+def torch_without_rocm_on_amd(torch: TorchInstall, machine: Machine) -> Iterator[Problem]:
+    if torch.location is None or not machine.amd or machine.nvidia or torch.hip:
+        return
+    gpus = ", ".join(sorted({f"{g.name} ({g.gfx_target})" for g in machine.amd}))
+    built = "a CUDA build" if torch.cuda else "a CPU build"
+    yield Problem(
+        f"{torch_label(torch)} is {built}, not a ROCm build, but this machine has AMD GPU(s) "
+        f"{gpus}: nothing runs on them",
+        torch_index_fix(machine, "rocm", "ROCm"),
+    )
+
+
+@check(
+    "PTK106",
+    "torch-compile-unavailable",
+    Severity.WARNING,
+    summary="torch.compile does not run on this Python (ptkit.compile falls back to eager)",
+    fix="use a Python that torch.compile supports (e.g. CPython 3.13.3+ or 3.12), or keep "
+    "ptkit.compile(), which runs the model eagerly with one warning",
+)
+def compile_unavailable(
+    torch: TorchInstall, python: PythonFacts | None = None
+) -> Iterator[Problem]:
+    if torch.location is None or torch.compile_supported is not False:
+        return
+    version = python.version if python else "this Python"
+    yield Problem(
+        f"torch.compile is unavailable with {torch_label(torch)} on Python {version}: "
+        f"{torch.compile_reason or 'no reason given'}"
+    )
+
+
+@check(
+    "PTK107",
+    "gil-re-enabled",
+    Severity.WARNING,
+    summary="a free-threaded Python whose GIL is enabled at run time",
+    fix="unset PYTHON_GIL / -X gil=1; run `python -X gil=0 -W default -c 'import torch'` "
+    "(and your packages) to see which module re-enables it, and upgrade that module",
+)
+def gil_re_enabled(python: PythonFacts) -> Iterator[Problem]:
+    if python.free_threaded and python.gil_enabled is True:
+        yield Problem(
+            f"Python {python.version} is free-threaded but the GIL is enabled at run time "
+            "(PYTHON_GIL=1, -X gil=1, or an extension imported without free-threading support)"
+        )
+
+
+@check(
+    "PTK108",
+    "gil-re-enabled-by-import",
+    Severity.WARNING,
+    summary="a free-threaded Python whose GIL came back when torch and the packages built "
+    "with ptkit were imported (--smoke)",
+    fix="run `python -X gil=0 -W default -c 'import torch, <package>'`: the RuntimeWarning "
+    "names the module; upgrade it to a free-threaded (cp3XXt) build",
+)
+def gil_re_enabled_by_import(python: PythonFacts, smoke: SmokeFacts) -> Iterator[Problem]:
+    if not python.free_threaded or not smoke.torch_imported or smoke.gil_enabled is not True:
+        return
+    if python.gil_enabled is True:
+        return  # already PTK107: enabled before torch came in
+    yield Problem(
+        f"free-threaded Python {python.version}: importing torch and the packages built with "
+        "ptkit in the --smoke child re-enabled the GIL (an extension module without "
+        "free-threading support)"
+    )

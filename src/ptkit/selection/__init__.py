@@ -1,0 +1,46 @@
+"""``ptkit select``: which variant of ptkit-ops fits this machine, why, and the commands
+that install it. No torch: the machine's facts come from ``ptkit.hardware``.
+
+Modules, one concern each:
+
+- ``recipes``: where the variants live (ptkit-ops' recipes, shipped as ``ptkit/_recipes``)
+  and what they build (``OPS_DISTRIBUTION``, ``OPS_PACKAGE``);
+- ``policy``: the choice (``select_variant``, ``select``), every device rule asked of
+  ``ptkit.backends``;
+- ``commands``: the pip and uv commands for a variant's index;
+- ``result``: the answer's records and its JSON;
+- ``render``: the text report.
+"""
+
+from __future__ import annotations
+
+from ptkit.selection.commands import InstallCommands, install_commands
+from ptkit.selection.policy import ENV_VARIANT, select, select_variant, wheel_platform
+from ptkit.selection.recipes import (
+    OPS_DISTRIBUTION,
+    OPS_PACKAGE,
+    SelectionError,
+    load_all_recipes,
+    recipes_dir,
+)
+from ptkit.selection.render import render_text
+from ptkit.selection.result import SCHEMA_VERSION, DeviceReport, Selection, VariantCoverage
+
+__all__ = [
+    "ENV_VARIANT",
+    "OPS_DISTRIBUTION",
+    "OPS_PACKAGE",
+    "SCHEMA_VERSION",
+    "DeviceReport",
+    "InstallCommands",
+    "Selection",
+    "SelectionError",
+    "VariantCoverage",
+    "install_commands",
+    "load_all_recipes",
+    "recipes_dir",
+    "render_text",
+    "select",
+    "select_variant",
+    "wheel_platform",
+]

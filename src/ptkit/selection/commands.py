@@ -1,0 +1,61 @@
+"""The pip and uv commands that install a variant of ptkit-ops from ptkit's index.
+
+The index has one PEP 503 index per variant (``<root>/<index-path>/simple``); each
+serves that variant's ``ptkit-ops`` wheels and the ``ptkit`` toolkit they depend on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+
+from ptkit.recipes.model import Recipe
+from ptkit.selection.recipes import OPS_DISTRIBUTION, SelectionError
+
+__all__ = ["PYPI", "InstallCommands", "install_commands", "variant_index_url"]
+
+PYPI = "https://pypi.org/simple"
+
+
+@dataclasses.dataclass(frozen=True)
+class InstallCommands:
+    pip: str
+    """pip merges every index and takes the highest version of each package."""
+    uv: str
+    """uv takes each package from the first index that has it (``--index`` order)."""
+
+
+def variant_index_url(index_url: str, recipe: Recipe) -> str:
+    """``<index root>/<the recipe's index path>/simple``; ``SelectionError`` for a root
+    that is not an http(s):// or file:// URL."""
+    url = index_url.strip().rstrip("/")
+    if not re.match(r"^(https?|file)://\S+$", url):
+        raise SelectionError(
+            f"ptkit select: the ptkit index URL must be an http(s):// or file:// URL (the "
+            f"folder that holds <variant>/simple/), got {index_url!r}; pass --index-url or "
+            "set PTKIT_INDEX_URL"
+        )
+    return f"{url}/{recipe.index_path}/simple"
+
+
+def install_commands(index_url: str, recipe: Recipe) -> tuple[str, InstallCommands]:
+    """The variant's simple index and the pip and uv commands that install
+    ``ptkit-ops`` (and with it ``ptkit``) from it.
+
+    pip has no index priority: it merges ``--index-url`` and every ``--extra-index-url``
+    and takes the highest version. PyPI is listed too, for the toolkit's own
+    dependencies (click, packaging), which the PyTorch index need not carry. uv asks
+    its indexes in order and takes each package from the first that has it
+    (``--index``, earlier first; PyPI, the default index, last), so ptkit-ops and ptkit
+    come from ptkit's index and torch from PyTorch's whatever PyPI holds."""
+    simple = variant_index_url(index_url, recipe)
+    torch = recipe.torch_index_url.rstrip("/") if recipe.torch_index_url else None
+    extra = [torch] if torch and torch != PYPI else []
+    pip = ["pip", "install", OPS_DISTRIBUTION, "--index-url", simple]
+    for url in [*extra, PYPI]:
+        pip += ["--extra-index-url", url]
+    uv = ["uv", "pip", "install", OPS_DISTRIBUTION, "--index", simple]
+    for url in extra:
+        uv += ["--index", url]
+    return simple, InstallCommands(shlex.join(pip), shlex.join(uv))
