@@ -10,8 +10,18 @@ from support import REPO
 
 
 @pytest.fixture(scope="session")
+def toolkit_wheel() -> Path:
+    """The toolkit wheel: $PTKIT_TEST_TOOLKIT_WHEEL (set by `make test`) or dist/toolkit/'s."""
+    given = os.environ.get("PTKIT_TEST_TOOLKIT_WHEEL")
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "toolkit").glob("ptkit-*.whl"))
+    if not wheels or not wheels[-1].is_file():
+        pytest.fail("no toolkit wheel to test: run `make toolkit` (dist/toolkit/ptkit-*.whl)")
+    return wheels[-1].resolve()
+
+
+@pytest.fixture(scope="session")
 def ptkit_wheel() -> Path:
-    """The wheel under test: $PTKIT_TEST_WHEEL (set by `make test`) or the one in dist/cpu/."""
+    """ptkit-ops' cpu wheel: $PTKIT_TEST_WHEEL (set by `make test`) or the one in dist/cpu/."""
     given = os.environ.get("PTKIT_TEST_WHEEL")
     if given:
         path = Path(given)

@@ -176,16 +176,6 @@ def test_list_checks():
 
 
 @pytest.fixture(scope="module")
-def toolkit_wheel() -> Path:
-    """The toolkit wheel: $PTKIT_TEST_TOOLKIT_WHEEL (set by `make test`) or dist/toolkit/'s."""
-    given = os.environ.get("PTKIT_TEST_TOOLKIT_WHEEL")
-    wheels = [Path(given)] if given else sorted((REPO / "dist" / "toolkit").glob("ptkit-*.whl"))
-    if not wheels or not wheels[-1].is_file():
-        pytest.fail("no toolkit wheel to test: run `make toolkit` (dist/toolkit/ptkit-*.whl)")
-    return wheels[-1].resolve()
-
-
-@pytest.fixture(scope="module")
 def venv_without_torch(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> Path:
     if not PYTHON310.is_file():
         pytest.skip(f"{PYTHON310} is not installed (pyenv's CPython 3.10)")
