@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from ptkit.loading.manifest import ManifestError, parse_manifest
+from ptkit.loading.manifest import (
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    parse_manifest,
+    read_manifest,
+)
 
 GOOD = {
     "schema_version": 1,
@@ -56,3 +64,70 @@ def test_missing_field_is_named() -> None:
     del data["ops"]
     with pytest.raises(ManifestError, match="missing required field 'ops'"):
         parse_manifest(data, P)
+
+
+# --- hostile files: every one a ManifestError naming the file, none a hang or a blow-up ---
+
+
+def _read_within(path: Path, seconds: float = 5.0) -> str:
+    """read_manifest's error, from a thread that must finish in time (a FIFO would hang)."""
+    result: list[str] = []
+
+    def run() -> None:
+        try:
+            read_manifest(path)
+            result.append("read")
+        except ManifestError as exc:
+            result.append(str(exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"read_manifest({path}) hangs"
+    return result[0]
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "ptkit_cpu.manifest.json"
+    os.mkfifo(fifo)
+    assert _read_within(fifo) == f"{fifo}: cannot read: is a FIFO, not a regular file"
+
+
+def test_a_link_to_a_device_is_refused_not_read(tmp_path: Path) -> None:
+    link = tmp_path / "ptkit_cpu.manifest.json"
+    link.symlink_to("/dev/zero")
+    assert _read_within(link) == f"{link}: cannot read: is a device, not a regular file"
+
+
+def test_a_huge_file_is_refused_after_the_limit(tmp_path: Path) -> None:
+    big = tmp_path / "ptkit_cpu.manifest.json"
+    with big.open("wb") as f:
+        f.truncate(MAX_MANIFEST_BYTES * 64)  # sparse: 64 MiB of zeros, no disk used
+    assert _read_within(big) == (
+        f"{big}: cannot read: is larger than {MAX_MANIFEST_BYTES} bytes, more than it can be"
+    )
+
+
+def test_deep_nesting_is_refused_before_parsing(tmp_path: Path) -> None:
+    deep = tmp_path / "ptkit_cpu.manifest.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested more than 16 levels deep" in _read_within(deep)
+
+
+def test_invalid_utf8_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "ptkit_cpu.manifest.json"
+    bad.write_bytes(json.dumps(GOOD).encode()[:20] + b"\xff\xfe" + b"}")
+    assert _read_within(bad) == f"{bad}: not UTF-8 text (byte 20); rebuild the library"
+
+
+def test_a_folder_named_like_a_manifest_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "ptkit_cpu.manifest.json"
+    folder.mkdir()
+    message = _read_within(folder)
+    assert message.startswith(f"{folder}: cannot read: ")
+
+
+def test_a_good_file_still_reads(tmp_path: Path) -> None:
+    good = tmp_path / "ptkit_cpu.manifest.json"
+    good.write_text(json.dumps(GOOD))
+    assert read_manifest(good).library == "libptkit_cpu.so"

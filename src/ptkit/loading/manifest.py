@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ptkit.backends import BACKENDS
+from ptkit.loading.files import read_regular_file
 
 __all__ = [
     "MANIFEST_SUFFIX",
@@ -22,6 +23,7 @@ __all__ = [
     "ManifestError",
     "file_sha256",
     "find_manifests",
+    "parse_manifest_text",
     "read_manifest",
 ]
 
@@ -148,17 +150,63 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
     )
 
 
-def read_manifest(path: Path) -> Manifest:
-    """Read one manifest; raise ``ManifestError`` naming the file and the problem."""
+# A manifest is a few hundred bytes; its tables nest three deep.
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_MANIFEST_DEPTH = 16
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of JSON arrays and objects in ``text`` (strings skipped), found
+    before parsing: the parser recurses once per level."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_manifest_text(data: bytes, path: Path) -> Manifest:
+    """A manifest from its bytes (a file, a wheel entry), every problem a ``ManifestError``
+    naming ``path``."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(
+            f"{path}: not UTF-8 text (byte {exc.start}); rebuild the library"
+        ) from exc
+    if _nesting_depth(text) > MAX_MANIFEST_DEPTH:
+        raise ManifestError(
+            f"{path}: nested more than {MAX_MANIFEST_DEPTH} levels deep; a manifest nests 3: "
+            "rebuild the library"
+        )
     try:
-        data = json.loads(text)
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path}: not valid JSON: {exc}") from exc
-    return parse_manifest(data, path)
+    return parse_manifest(document, path)
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Read one manifest, safely (a regular file of at most ``MAX_MANIFEST_BYTES``); raise
+    ``ManifestError`` naming the file and the problem."""
+    try:
+        data = read_regular_file(path, MAX_MANIFEST_BYTES)
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return parse_manifest_text(data, path)
 
 
 def find_manifests(native_dir: Path) -> list[Path]:
