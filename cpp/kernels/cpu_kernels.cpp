@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -190,7 +191,18 @@ double sum_of_squares(const typename E::T* x, int64_t cols) {
       const float v = E::load1(x + c);
       block += v * v;
     }
-    total += static_cast<double>(block);
+    if (!std::isfinite(block)) {
+      // The float32 squares overflowed (|x| > ~1.8e19) or the block holds an inf or a
+      // NaN: the block again in double, where finite inputs cannot overflow.
+      double exact = 0.0;
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = E::load1(x + i);
+        exact += v * v;
+      }
+      total += exact;
+    } else {
+      total += static_cast<double>(block);
+    }
   }
   return total;
 }
@@ -207,7 +219,16 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
     const double ss = sum_of_squares<E>(x, cols);
 
     // Pass 2: y = x * inv * w (the row is still in L1 / L2).
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(cols) + a.eps));
+    const double inv_exact = 1.0 / std::sqrt(ss / static_cast<double>(cols) + a.eps);
+    const float inv = static_cast<float>(inv_exact);
+    if (inv < std::numeric_limits<float>::min() && inv_exact > 0.0) {
+      // A row of huge values: 1 / rms is below float32's normal range; scale in double.
+      for (int64_t c = 0; c < cols; ++c) {
+        const double v = static_cast<double>(E::load1(x + c)) * inv_exact * E::load1(w + c);
+        E::store1(y + c, static_cast<float>(v));
+      }
+      continue;
+    }
     const f32x8 vinv = simd::splat(inv);
     int64_t c = 0;
     for (; c < c16; c += 2 * kWidth) {

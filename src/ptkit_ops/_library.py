@@ -31,23 +31,37 @@ for _schema in SCHEMAS.values():
     _LIBRARY.define(_schema)
 
 
+def _limits(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """silu, gelu and gelu_tanh at ±inf: their limits (+inf, -0), where torch's formulas
+    meet -inf * 0 = NaN. ptkit's semantics on every path (docs/using.md)."""
+    return torch.where(torch.isinf(x), torch.where(x > 0, x, -0.0), y)
+
+
 def _activate(y: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "relu":
         return F.relu(y)
     if activation == "gelu":
-        return F.gelu(y)
+        return _limits(y, F.gelu(y))
     if activation == "gelu_tanh":
-        return F.gelu(y, approximate="tanh")
+        return _limits(y, F.gelu(y, approximate="tanh"))
     if activation == "silu":
-        return F.silu(y)
+        return _limits(y, F.silu(y))
     return y
 
 
 def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     _checks.check_rms_norm(x, weight, eps)
     xf = x.float()
-    inv = torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + eps)
-    return (xf * inv * weight.float()).to(x.dtype)
+    mean_square = xf.square().mean(dim=-1, keepdim=True)
+    y = xf * torch.rsqrt(mean_square + eps) * weight.float()
+    # float32 squares overflow for |x| > ~1.8e19 (bfloat16 and float32 inputs hold such
+    # values): those rows again in float64, as the native kernels do.
+    overflowed = torch.isinf(mean_square) & torch.isfinite(xf).all(dim=-1, keepdim=True)
+    if bool(overflowed.any()):
+        xd = x.double()
+        yd = xd * torch.rsqrt(xd.square().mean(dim=-1, keepdim=True) + eps) * weight.double()
+        y = torch.where(overflowed, yd.float(), y)
+    return y.to(x.dtype)
 
 
 def fused_linear_reference(
@@ -67,7 +81,8 @@ def fused_linear_reference(
 def silu_and_mul_reference(x: torch.Tensor) -> torch.Tensor:
     _checks.check_silu_and_mul(x)
     d = x.shape[-1] // 2
-    return (F.silu(x[..., :d].float()) * x[..., d:].float()).to(x.dtype)
+    gate = x[..., :d].float()
+    return (_limits(gate, F.silu(gate)) * x[..., d:].float()).to(x.dtype)
 
 
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

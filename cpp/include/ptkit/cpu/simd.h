@@ -307,6 +307,11 @@ PTKIT_INLINE f32x8 exp(f32x8 x) {
   return e.p * e.s1 * e.s2;  // p * s1 is exact; one rounding
 }
 
+// The limit of x * (a CDF of x) at x = -inf, where the formula meets -inf * 0: -0.
+PTKIT_INLINE f32x8 negative_infinity_to_minus_zero(f32x8 x, f32x8 y) {
+  return select(x == splat(-__builtin_huge_valf()), splat(-0.0f), y);
+}
+
 // x * sigmoid(x) = x / (1 + E), E = e^-x = er 2^n, evaluated as
 //   (x 2^-m) / (2^-m + er 2^(n - m)),  m = max(n, 0),
 // i.e. the plain formula (same error profile as torch's: <= ~2.3 ulp, mean ~0.34)
@@ -337,7 +342,8 @@ PTKIT_INLINE f32x8 silu(f32x8 x) {
 // 1 - erfc(|z|) / 2 otherwise, so the negative tail keeps its relative accuracy
 // (1 + erf(z) would cancel). -z^2 = -x^2 / 2 and the exponent argument are kept
 // as hi + lo (exact with FMA): within ~8 ulp everywhere with FMA, ~70 ulp deep in
-// the negative tail without. -inf gives NaN (-inf * 0), as in torch.
+// the negative tail without. At -inf: -0, the limit (ptkit's semantics for every
+// activation, docs/using.md; the plain formula gives -inf * 0 = NaN).
 PTKIT_INLINE f32x8 gelu(f32x8 x) {
   const f32x8 z = as_f(as_i(x) & splat_i(0x7fffffff)) * splat(0.70710678118654752f);
   const f32x8 t = splat(1.0f) / fmadd(splat(0.5f), z, splat(1.0f));
@@ -361,15 +367,15 @@ PTKIT_INLINE f32x8 gelu(f32x8 x) {
   lo = select(lo == lo, lo, zero());  // NaN from inf - inf when x^2 overflows
   const f32x8 es = exp(s);
   const f32x8 half_ec = splat(0.5f) * t * fmadd(es, lo, es);
-  return x * select(x < zero(), half_ec, splat(1.0f) - half_ec);
+  return negative_infinity_to_minus_zero(x, x * select(x < zero(), half_ec, splat(1.0f) - half_ec));
 }
 
 // gelu with tanh: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
-// no cancellation in 1 + tanh(u) for negative x.
+// no cancellation in 1 + tanh(u) for negative x. -inf gives -0, the limit.
 PTKIT_INLINE f32x8 gelu_tanh(f32x8 x) {
   const f32x8 x3 = x * x * x;
   const f32x8 u2 = splat(2.0f * 0.7978845608028654f) * fmadd(splat(0.044715f), x3, x);
-  return x / (splat(1.0f) + exp(-u2));
+  return negative_infinity_to_minus_zero(x, x / (splat(1.0f) + exp(-u2)));
 }
 
 }  // namespace ptkit::cpu::PTKIT_CPU_ISA::simd
