@@ -1,6 +1,6 @@
 # The manifest: a JSON file installed next to each kernel library, written by the
 # build and read by ptkit's loader *before* it loads the library
-# (schema: src/ptkit/runtime/manifest.schema.json).
+# (schema: src/ptkit/loading/manifest.schema.json).
 include_guard(GLOBAL)
 
 set(PTKIT_MANIFEST_SCHEMA_VERSION 1)

@@ -13,7 +13,7 @@ include_guard(GLOBAL)
 #  3. the resolution (python -m ptkit.backends resolve): an optional target the compiler
 #     lacks is dropped, a required one is an error naming the toolkit that has it and the
 #     fix (the recipe's [toolkit] packages first, when ptkit_read_recipe read a recipe of
-#     this backend).
+#     this backend, then the override variable).
 # Sets in the caller <p>_BUILT, <p>_DROPPED, <p>_SOURCE (recipe, or the override variable),
 # <p>_LISTS (the manifest's target lists as ptkit_install_kernel_library keywords:
 # "SASS;sm_90;PTX;compute_90", "GFX;gfx942") and <p>_<LIST> for each list (SASS, PTX; GFX);
@@ -52,6 +52,15 @@ function(ptkit_resolve_targets backend)
   cmake_language(CALL _ptkit_${backend}_buildable_targets "${request_TARGETS};${request_OPTIONAL}"
                  supported compiler)
   _ptkit_toolkit_install_hint(${backend} hint)
+  if(request_SOURCE STREQUAL "recipe" AND request_OVERRIDE)
+    # A local build may also ask for less than the recipe does.
+    set(override "override the targets with ${request_OVERRIDE} (ones this compiler builds)")
+    if(hint)
+      set(hint "${hint}, or ${override}")
+    else()
+      set(hint "${override}")
+    endif()
+  endif()
   string(REPLACE ";" "\\;" targets "${request_TARGETS}")
   string(REPLACE ";" "\\;" optional "${request_OPTIONAL}")
   string(REPLACE ";" "\\;" supported "${supported}")
