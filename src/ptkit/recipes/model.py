@@ -12,7 +12,8 @@ derived from them by walking their fields and type hints:
   become keys with ``-`` for ``_``, a field without a default is a required key;
 - the parser (``parse_recipe``): ``str``, ``tuple[str, ...]`` (a list, no duplicates),
   ``Literal`` and the metadata of ``_matching`` (a pattern), ``_one_of`` (a name from a
-  registry: ``ptkit.backends.BACKENDS``, ``ptkit.platforms.RELEASE_PLATFORMS``) and
+  registry: ``ptkit.backends.BACKENDS``, ``ptkit.platforms.RELEASE_PLATFORMS``, the ISA
+  levels of ``ptkit.platforms``) and
   ``_targets_of`` (a backend's target list, checked by ``Backend.target_problem``);
   unknown keys get a did-you-mean, and every problem of a file is reported at once;
 - the JSON schema (``json_schema()``, ``recipes/recipe.schema.json``);
@@ -39,6 +40,7 @@ from typing import Any, Literal
 from ptkit.backends import BACKENDS
 from ptkit.backends.base import did_you_mean
 from ptkit.platforms import RELEASE_PLATFORMS
+from ptkit.platforms.base import known_isa_levels
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -101,8 +103,8 @@ class RecipeError(ValueError):
 class Targets:
     """What the variant's native code is compiled for."""
 
-    isa: tuple[str, ...] = ()
-    """CPU instruction-set levels dispatched at run time ("default" is the baseline)."""
+    isa: tuple[str, ...] = _one_of(known_isa_levels(), "CPU ISA level", default=())
+    """CPU instruction-set levels dispatched at run time, best first ("default", the baseline, is always built, last); a level the build machine's processor lacks is skipped."""
     cuda: tuple[str, ...] = _targets_of("cuda")
     """CUDA targets: ``sm_XY`` (SASS, ``a``/``f`` suffixes allowed) and ``compute_XY`` (PTX)."""
     cuda_optional: tuple[str, ...] = _targets_of("cuda", optional=True)
