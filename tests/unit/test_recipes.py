@@ -208,7 +208,7 @@ def test_release_platforms_come_from_the_platforms_and_the_backend(tmp_path: Pat
     )
     assert "release.test-command is missing (a string)" in message
     assert (
-        "release.platforms: 'macosx_arm65' is not a release platform (did you mean "
+        "release.platforms: 'macosx_arm65' is not a platform (did you mean "
         "'macosx_arm64'?); expected one of " + ", ".join(RELEASE_PLATFORMS)
     ) in message
     assert (
@@ -216,7 +216,7 @@ def test_release_platforms_come_from_the_platforms_and_the_backend(tmp_path: Pat
         "manylinux_2_28_x86_64); remove it or change the backend"
     ) in message
     empty = _problems(tmp_path, "r", head + 'platforms = []\ntest-command = " "\n')
-    assert "release.platforms must not be empty (a list of release platforms (" in empty
+    assert "release.platforms must not be empty (a list of platforms (" in empty
     assert "release.test-command must not be empty" in empty
 
 

@@ -147,7 +147,7 @@ class Release:
     """How the release pipeline builds and tests the variant (``ptkit matrix`` turns it
     into cibuildwheel's configuration and the release workflow)."""
 
-    platforms: tuple[str, ...] = _one_of(RELEASE_PLATFORMS, "release platform")
+    platforms: tuple[str, ...] = _one_of(RELEASE_PLATFORMS, "platform")
     """Platforms a wheel is built for: one ``py3-none`` wheel each, tested on every CPython. Only those the backend runs on are allowed (metal: ``macosx_arm64``; hip: ``manylinux_2_28_x86_64`` …)."""
     test_command: str
     """Run by cibuildwheel in a fresh environment with the wheel installed, on each CPython, and by `ptkit build`'s smoke stage (``python -m ptkit_ops.smoke``, ``python -m ptkit.runtime.smoke mypkg``); a non-zero exit fails the release."""
