@@ -8,9 +8,9 @@
 ``resolve BACKEND --targets T --optional O --source S --supported L --compiler C [--toolkit-fix F]``
     Those targets against what the compiler builds (``L``). Prints ``BUILT=…``,
     ``DROPPED=…`` and the manifest's target lists (``SASS=…``, ``PTX=…``; ``GFX=…``), or
-    ``ERROR=…`` (exit 0: CMake prints the build report before it fails).
-
+    ``ERROR=…`` (exit 0: CMake prints the build report before it fails);
     ``MANIFEST_KEYS=…`` names those lists (``SASS;PTX``).
+
 ``toolkit BACKEND [--search-path P]… [--install-hint TEXT]``
     Where the build finds the backend's compiler: ``COMPILER=…``, ``ROOT=…``, ``SOURCE=…``
     and ``EXPLICIT=ON|OFF``, or ``NOTFOUND=``, ``LOOKED=…`` (each place looked) and
