@@ -261,8 +261,9 @@ def _expected(hint: Any, metadata: Mapping[str, Any]) -> str:
     elif "backend" in metadata:
         noun = f"{BACKENDS[metadata['backend']].title} target{plural}"
     elif "meaning" in metadata:
-        noun = str(metadata["meaning"]).removeprefix("a ").removeprefix("an ")
-        noun = noun if not plural else f"{noun.split(' (')[0]}s"
+        if item is None:
+            return str(metadata["meaning"])  # with its own article: "an http(s) URL (…)"
+        noun = str(metadata["meaning"]).split(" (")[0].split(" ", 1)[1] + "s"
     else:
         noun = f"string{plural}"
     if item is not None:
