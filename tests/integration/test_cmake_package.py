@@ -1,12 +1,16 @@
-"""ptkit's CMake package as another project uses it: shipped in the wheel, found by plain
-CMake through `ptkit --cmake-dir` and by scikit-build-core with no path at all, building a
-real stable-ABI kernel library with its manifest; and the errors a wrong call gets."""
+"""ptkit's CMake package as another project uses it: shipped in the toolkit wheel, found by
+plain CMake through `ptkit --cmake-dir` and by scikit-build-core with no path at all,
+building real stable-ABI kernel libraries (CPU, CUDA with .toolchains/cu13's nvcc, HIP
+with Debian's hipcc) with their manifests; the errors a wrong call gets; and a target
+override refused by CMake in exactly the words of ptkit.backends."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 import sysconfig
 import zipfile
@@ -21,6 +25,25 @@ VENV_BIN = Path(sys.executable).parent
 SITE = Path(sysconfig.get_path("purelib"))
 INSTALLED_CMAKE_DIR = SITE / "ptkit" / "cmake"
 PIP_CUDA = sorted(REPO.glob(".toolchains/cu13/lib/python*/site-packages/nvidia/cu*"))
+
+
+@pytest.fixture(scope="module")
+def toolkit_wheel() -> Path:
+    """The toolkit wheel under test: $PTKIT_TEST_TOOLKIT_WHEEL (`make test`) or dist/toolkit/."""
+    given = os.environ.get("PTKIT_TEST_TOOLKIT_WHEEL")
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "toolkit").glob("ptkit-*.whl"))
+    if not wheels or not wheels[-1].is_file():
+        pytest.fail(
+            "no toolkit wheel to test: run `make test` (it builds dist/toolkit/ptkit-*.whl)"
+        )
+    return wheels[-1]
+
+
+def _cuda_root() -> Path:
+    if not PIP_CUDA:
+        pytest.fail("the cu13 toolchain is missing: run scripts/bootstrap (make test does)")
+    return PIP_CUDA[-1]
+
 
 # One op, demo::twice, on the stable ABI; its arithmetic compiled once per ISA level.
 KERNELS_CPP = """\
@@ -79,7 +102,7 @@ def _project(root: Path, body: str, *, find: str = "find_package(ptkit CONFIG RE
         "cmake_minimum_required(VERSION 3.26)\nproject(demo LANGUAGES CXX)\n"
         + find
         + 'message(STATUS "demo: ptkit_DIR=${ptkit_DIR}")\n'
-        + 'message(STATUS "demo: tools=${PTKIT_PYTHON_TOOLS_DIR}")\n'
+        + 'message(STATUS "demo: python path=${PTKIT_PYTHON_PATH}")\n'
         + body
     )
     return root
@@ -100,7 +123,7 @@ def _check_library(library: Path, manifest_path: Path) -> dict[str, object]:
     import jsonschema
 
     manifest = json.loads(manifest_path.read_text())
-    schema = json.loads((SITE / "ptkit" / "runtime" / "manifest.schema.json").read_text())
+    schema = json.loads((SITE / "ptkit" / "loading" / "manifest.schema.json").read_text())
     jsonschema.validate(manifest, schema)
     assert manifest["library"] == library.name
     assert manifest["sha256"] == hashlib.sha256(library.read_bytes()).hexdigest()
@@ -120,29 +143,29 @@ def _check_library(library: Path, manifest_path: Path) -> dict[str, object]:
 
 
 def test_the_wheel_ships_the_cmake_package_and_ptkit_cmake_dir_prints_it(
-    ptkit_wheel: Path,
+    toolkit_wheel: Path,
 ) -> None:
-    with zipfile.ZipFile(ptkit_wheel) as wheel:
+    with zipfile.ZipFile(toolkit_wheel) as wheel:
         shipped = {
             n for n in wheel.namelist() if n.startswith("ptkit/cmake/") and not n.endswith("/")
         }
         entry_points = next(
             wheel.read(n).decode() for n in wheel.namelist() if n.endswith("entry_points.txt")
         )
-    expected = {f"ptkit/cmake/{p.name}" for p in (REPO / "cmake").glob("*.cmake")}
+    expected = {f"ptkit/cmake/{p.name}" for p in (REPO / "src" / "ptkit" / "cmake").glob("*.cmake")}
     assert "ptkit/cmake/ptkit-config.cmake" in expected
     assert shipped == expected
     # scikit-build-core's cmake.root group: ptkit_ROOT = the ptkit package folder.
-    assert re.search(r"\[cmake\.root\]\nptkit = ptkit_cli\.cmake_root:package\n", entry_points)
+    assert re.search(r"\[cmake\.root\]\nptkit = ptkit\n", entry_points)
 
     assert _cmake_dir() == INSTALLED_CMAKE_DIR
     assert (INSTALLED_CMAKE_DIR / "ptkit-config.cmake").is_file()
-    # python -m ptkit_cli, and neither form imports torch.
+    # python -m ptkit, and neither form imports torch.
     probe = (
         "import atexit, sys, runpy\n"
         "atexit.register(lambda: sys.stderr.write('TORCH=%s' % ('torch' in sys.modules)))\n"
-        "sys.argv = ['ptkit_cli', '--cmake-dir']\n"
-        "runpy.run_module('ptkit_cli', run_name='__main__')\n"
+        "sys.argv = ['ptkit', '--cmake-dir']\n"
+        "runpy.run_module('ptkit', run_name='__main__')\n"
     )
     proc = run([sys.executable, "-c", probe], env=python_env(), cwd=Path("/"))
     assert proc.stdout.strip() == str(INSTALLED_CMAKE_DIR)
@@ -173,9 +196,9 @@ def test_plain_cmake_builds_a_kernel_library_with_the_installed_package(tmp_path
         "-DCMAKE_BUILD_TYPE=Release",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # The installed package, with the installed tools: no source tree involved.
+    # The installed package, asking the installed ptkit: no source tree involved.
     assert f"demo: ptkit_DIR={INSTALLED_CMAKE_DIR}" in proc.stdout
-    assert f"demo: tools={SITE / 'ptkit' / 'build'}" in proc.stdout
+    assert f"demo: python path={SITE}" in proc.stdout
     rows = _report(build)
     assert rows["cpu"]["status"] == "built"
     assert rows["cpu"]["detail"].startswith("demo_cpu: isa x86-64-v3, default")
@@ -264,7 +287,7 @@ BAD_CALLS = {
     "unknown backend": (
         "ptkit_add_kernel_library(demo_x BACKEND rocm NAMESPACE demo SOURCES ops.cpp "
         "OPS twice DTYPES float32 INSTALL_DIR demo/_native)\n",
-        "ptkit_add_kernel_library(demo_x): BACKEND rocm is not one of cpu, cuda, hip, xpu",
+        "ptkit_add_kernel_library(demo_x): BACKEND rocm is not one of cpu, cuda, hip, xpu, metal",
     ),
     "missing sources": (
         "ptkit_add_kernel_library(demo_x BACKEND cpu NAMESPACE demo "
@@ -291,8 +314,8 @@ BAD_CALLS = {
         "ptkit_target_stable_abi(nowhere): no target named nowhere: add_library(nowhere MODULE",
     ),
     "small function before its backend": (
-        "ptkit_resolve_cuda_targets(REQUESTED sm_90 SASS_VAR s PTX_VAR p DROPPED_VAR d ERROR_VAR e)\n",
-        "ptkit_resolve_cuda_targets: no nvcc: call ptkit_enable_backend(cuda) first",
+        "ptkit_resolve_targets(cuda TARGETS sm_90 RESULT_PREFIX r)\n",
+        "ptkit_resolve_targets(cuda): no nvcc: call ptkit_enable_backend(cuda) first",
     ),
     "unknown dtype": (
         "add_library(demo_x MODULE ops.cpp)\n"
@@ -312,32 +335,97 @@ def test_a_wrong_call_fails_configure_naming_the_function(tmp_path: Path, case: 
     assert expected in " ".join(proc.stderr.split()), proc.stderr
 
 
-def test_a_cuda_target_nvcc_lacks_fails_with_the_fix(tmp_path: Path) -> None:
-    if not PIP_CUDA:
-        pytest.fail("the cu13 toolchain is missing: run scripts/bootstrap (make test does)")
+def _cuda_project(root: Path, targets: str) -> Path:
     project = _project(
-        tmp_path / "demo",
+        root,
         "ptkit_enable_backend(cuda REQUIRED)\n"
         "ptkit_add_kernel_library(demo_cuda BACKEND cuda NAMESPACE demo SOURCES k.cu "
-        "TARGETS sm_90 sm_990 OPS twice DTYPES float32 INSTALL_DIR demo/_native)\n",
+        f"TARGETS {targets} OPTIONAL_TARGETS sm_991 OPS twice DTYPES float32 "
+        "INSTALL_DIR demo/_native)\n",
     )
     (project / "k.cu").write_text("__global__ void k() {}\n")
+    return project
+
+
+def test_a_cuda_target_nvcc_lacks_fails_with_the_fix(tmp_path: Path) -> None:
+    project = _cuda_project(tmp_path / "demo", "sm_90 sm_990")
     build = tmp_path / "build"
     proc = cmake_configure(
         project,
         build,
         f"-Dptkit_DIR={INSTALLED_CMAKE_DIR}",
-        env={"PTKIT_CUDA_ROOT": str(PIP_CUDA[-1])},
+        env={"PTKIT_CUDA_ROOT": str(_cuda_root())},
     )
     assert proc.returncode != 0
     message = " ".join(proc.stderr.split())
     assert (
-        "ptkit_add_kernel_library(demo_cuda): CUDA target sm_990 needs a newer CUDA toolkit"
-        in message
+        "ptkit_add_kernel_library(demo_cuda): CUDA target sm_990 needs a newer CUDA toolkit; "
+        "found nvcc 13.5" in message
     )
-    assert "Fix:" in message
+    assert (
+        "Fix: override the targets with PTKIT_CUDA_ARCHS (ones this compiler builds), or mark "
+        "sm_990 optional in the recipe (targets.cuda-optional)." in message
+    )
     row = _report(build)["cuda"]
     assert row["status"] == "failed" and "sm_990" in row["detail"]
+
+
+@pytest.mark.parametrize("value", ["9.0;bogus;12.0+PTX", "9.0,10.0"])
+def test_a_cuda_override_python_refuses_stops_configure_with_pythons_words(
+    tmp_path: Path, value: str
+) -> None:
+    """PTKIT_CUDA_ARCHS is read by ptkit.backends.cuda only: CMake's error (and its report
+    row) is the TargetError `python -m ptkit.backends request cuda` prints, word for word."""
+    asked = subprocess.run(
+        [sys.executable, "-m", "ptkit.backends", "request", "cuda", "--targets", "sm_90"],
+        env=python_env(PTKIT_CUDA_ARCHS=value),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert asked.returncode == 1 and asked.stderr.startswith("ptkit: PTKIT_CUDA_ARCHS=")
+    python_says = asked.stderr.strip().removeprefix("ptkit: ")
+    project = _cuda_project(tmp_path / "demo", "sm_90")
+    build = tmp_path / "build"
+    proc = cmake_configure(
+        project,
+        build,
+        f"-Dptkit_DIR={INSTALLED_CMAKE_DIR}",
+        env={"PTKIT_CUDA_ROOT": str(_cuda_root()), "PTKIT_CUDA_ARCHS": value},
+    )
+    assert proc.returncode != 0
+    assert f"ptkit_add_kernel_library(demo_cuda): {python_says}" in " ".join(proc.stderr.split())
+    row = _report(build)["cuda"]
+    assert (row["status"], row["detail"]) == ("failed", f"demo_cuda: {python_says}")
+
+
+def test_a_cuda_override_replaces_the_targets_and_optional_ones_are_dropped(
+    tmp_path: Path,
+) -> None:
+    project = _cuda_project(tmp_path / "demo", "sm_90 compute_90")
+    build = tmp_path / "build"
+    proc = cmake_configure(
+        project,
+        build,
+        f"-Dptkit_DIR={INSTALLED_CMAKE_DIR}",
+        env={"PTKIT_CUDA_ROOT": str(_cuda_root())},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "optional target(s) sm_991 dropped: nvcc 13.5" in " ".join(proc.stderr.split())
+    manifest = json.loads((build / "demo_cuda.manifest.in.json").read_text())
+    assert manifest["targets"] == {"sass": ["sm_90"], "ptx": ["compute_90"]}
+    assert manifest["dropped_targets"] == ["sm_991"]
+    overridden = cmake_configure(
+        project,
+        tmp_path / "build2",
+        f"-Dptkit_DIR={INSTALLED_CMAKE_DIR}",
+        env={"PTKIT_CUDA_ROOT": str(_cuda_root()), "PTKIT_CUDA_ARCHS": "9.0 12.0+PTX"},
+    )
+    assert overridden.returncode == 0, overridden.stderr
+    assert "ptkit: PTKIT_CUDA_ARCHS=9.0 12.0+PTX -> sm_90;sm_120;compute_120" in overridden.stdout
+    manifest = json.loads((tmp_path / "build2" / "demo_cuda.manifest.in.json").read_text())
+    assert manifest["targets"] == {"sass": ["sm_90", "sm_120"], "ptx": ["compute_120"]}
+    assert manifest["dropped_targets"] == []
 
 
 GPU_LIBRARIES = {
@@ -362,14 +450,12 @@ GPU_LIBRARIES = {
 def test_a_gpu_library_from_the_installed_package_passes_the_code_audit_at_install(
     tmp_path: Path, backend: str
 ) -> None:
-    """The install-time audit runs ptkit's tools (fatbin.py, offload.py) from the
-    installed ptkit/build/, next to the installed CMake package."""
+    """The install-time audit runs ptkit's tools (ptkit.release.fatbin, .offload) from the
+    installed ptkit, the package that holds the CMake files."""
     kernel, source, targets, audit_line = GPU_LIBRARIES[backend]
     env: dict[str, str] = {}
     if backend == "cuda":
-        if not PIP_CUDA:
-            pytest.fail("the cu13 toolchain is missing: run scripts/bootstrap (make test does)")
-        env["PTKIT_CUDA_ROOT"] = str(PIP_CUDA[-1])
+        env["PTKIT_CUDA_ROOT"] = str(_cuda_root())
     project = _project(
         tmp_path / "demo",
         f"ptkit_enable_backend({backend} REQUIRED)\n"

@@ -35,9 +35,7 @@ def test_rocm_wheel_is_tagged_and_holds_both_libraries(rocm_wheel: Path) -> None
 
 
 def test_inspect_lists_gfx90a_in_the_offload_bundles(rocm_wheel: Path) -> None:
-    proc = run(
-        [sys.executable, "-m", "ptkit.cli", "inspect", str(rocm_wheel), "--json"], cwd=Path("/")
-    )
+    proc = run([sys.executable, "-m", "ptkit", "inspect", str(rocm_wheel), "--json"], cwd=Path("/"))
     reports = {r["library"]: r for r in json.loads(proc.stdout)}
     hip = reports["libptkit_hip.so"]
     assert hip["fatbin"] == {"gfx": ["gfx90a"]}
@@ -50,18 +48,18 @@ def test_inspect_lists_gfx90a_in_the_offload_bundles(rocm_wheel: Path) -> None:
     assert not any(
         n.startswith(("libtorch_cuda", "libtorch_hip", "libpython")) for n in hip["needed"]
     )
-    text = run(
-        [sys.executable, "-m", "ptkit.cli", "inspect", str(rocm_wheel)], cwd=Path("/")
-    ).stdout
+    text = run([sys.executable, "-m", "ptkit", "inspect", str(rocm_wheel)], cwd=Path("/")).stdout
     assert "offload bundle gfx: gfx90a" in text
 
 
 LOAD_SCRIPT = r"""
-import json, torch, ptkit
+import json, torch, ptkit.runtime, ptkit_ops
 print(json.dumps({
-    "decisions": {d.library: (d.status.value, d.reason) for d in ptkit.runtime.load_decisions()},
-    "routes": [r.to_json() for r in ptkit.runtime.explain()],
-    "rms": ptkit.ops.rms_norm(torch.ones(2, 8), torch.ones(8)).tolist(),
+    "decisions": {
+        d.library: (d.status.value, d.reason) for d in ptkit.runtime.load_decisions("ptkit_ops")
+    },
+    "routes": [r.to_json() for r in ptkit.runtime.explain("ptkit_ops")],
+    "rms": ptkit_ops.rms_norm(torch.ones(2, 8), torch.ones(8)).tolist(),
 }))
 """
 
@@ -92,8 +90,13 @@ def test_recipe_targets_this_compiler_lacks_fail_the_build_with_the_rocm_version
         "ptkit_add_kernel_library(ptkit_hip): HIP target gfx942 needs ROCm >= 6.0; found HIP 5.2"
         in message
     )
-    assert "invalid target ID 'gfx942'" in message
-    assert "PTKIT_HIP_TARGETS" in message
+    # The fix: the recipe's [toolkit] packages (TheRock's index), the override, optional.
+    assert "Fix: install recipe rocm7.14's [toolkit] packages into the build Python" in message
+    assert "pip install --index-url https://rocm.nightlies.amd.com/v2/gfx94X-dcgpu/" in message
+    assert "or override the targets with PTKIT_HIP_TARGETS" in message
+    assert "or mark gfx942 optional in the recipe (targets.hip-optional)" in message
+    # Why, in the compiler's words.
+    assert "ptkit: hipcc 5.2" in proc.stdout and "invalid target ID 'gfx942'" in proc.stdout
     report = json.loads((tmp_path / "ptkit-build-report.json").read_text())
     rows = {r["backend"]: r for r in report["backends"]}
     assert rows["hip"]["status"] == "failed" and "gfx942" in rows["hip"]["detail"]
@@ -132,7 +135,7 @@ def test_hip_toolchain_discovery_order_therock_then_rocm_path_then_system(tmp_pa
             f"TheRock rocm-sdk {therock}/bin/hipcc",
         ),
         ("b", {"PATH": system, "ROCM_PATH": str(rocm_path)}, f"ROCM_PATH {rocm_path}/bin/hipcc"),
-        ("c", {"PATH": system}, "system /usr/bin/hipcc"),
+        ("c", {"PATH": system}, "PATH /usr/bin/hipcc"),
     ):
         env["PTKIT_HIP_TARGETS"] = "gfx90a"
         proc = cmake_configure(REPO, tmp_path / build, "-DPTKIT_VARIANT=rocm7.14", env=env)
@@ -156,7 +159,7 @@ def test_offload_audit_fails_when_the_manifest_claims_a_target_the_library_lacks
             if name.endswith(("libptkit_hip.so", "ptkit_hip.manifest.json")):
                 (tmp_path / Path(name).name).write_bytes(wheel.read(name))
     manifest = tmp_path / "ptkit_hip.manifest.json"
-    tool = [sys.executable, str(REPO / "src" / "ptkit" / "build" / "offload.py")]
+    tool = [sys.executable, "-m", "ptkit.release.offload"]
     ok = subprocess.run(
         [*tool, "check", str(manifest)], capture_output=True, text=True, check=False
     )

@@ -135,6 +135,9 @@ def test_the_scaffold_has_every_piece(project: Path) -> None:
     pyproject = (project / "pyproject.toml").read_text()
     assert '[project.entry-points."ptkit.packages"]' in pyproject
     assert 'provider = "ptkit.release.version_provider"' in pyproject
+    # The toolkit only: nobody's kernels (no ptkit-ops) come with the project.
+    assert 'dependencies = ["ptkit>=0.1.0,<0.2", "torch>=2.10"]' in pyproject
+    assert "ptkit-ops" not in pyproject and "ptkit_ops" not in pyproject
     cmake = (project / "CMakeLists.txt").read_text()
     assert "ptkit_DIR" not in cmake and "find_package(ptkit CONFIG REQUIRED)" in cmake
     assert "make demo" in (project / "README.md").read_text()
@@ -196,7 +199,7 @@ def test_doctor_lists_the_package_with_its_library(venv_python: Path) -> None:
     started = time.monotonic()
     # The doctor exits 1 when it finds problems (this machine has some): read its JSON.
     proc = subprocess.run(
-        [str(venv_python), "-m", "ptkit_cli", "doctor", "--json"],
+        [str(venv_python), "-m", "ptkit", "doctor", "--json"],
         env=python_env(),
         cwd="/",
         capture_output=True,

@@ -1,5 +1,7 @@
-"""`ptkit new`: names, refusals, atomic writes, the files per backend, and the pieces a
-scaffolded project relies on (the version provider, the matrix, the pipeline's package)."""
+"""`ptkit new` (ptkit.scaffold): names, refusals, atomic writes, the files per backend, and
+the pieces a scaffolded project relies on (the toolkit requirement, the version provider,
+the recipes' smoke command, the matrix, the pipeline's package). From the source tree:
+the command runs as `python -m ptkit` with src/ on the path."""
 
 from __future__ import annotations
 
@@ -9,21 +11,33 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 from support import make_wheel, python_env
 
 from ptkit import scaffold
-from ptkit.release import _version_provider, matrix
+from ptkit.recipes.model import load_recipe
+from ptkit.release import matrix, version_provider
 from ptkit.release.pipeline import wheel_package
-from ptkit.scaffold import ScaffoldError, create_project, render, validate_name
+from ptkit.scaffold import (
+    ScaffoldError,
+    create_project,
+    ptkit_requirement,
+    render,
+    validate_name,
+)
 
-PTKIT = Path(sys.executable).parent / "ptkit"
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _env() -> dict[str, str]:
+    return python_env(PYTHONPATH=str(SRC))
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(PTKIT), *args],
+        [sys.executable, "-m", "ptkit", *args],
         cwd=cwd,
-        env=python_env(),
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -46,7 +60,7 @@ def test_a_bad_name_is_refused_with_a_fix(name: str, suggestion: str) -> None:
         validate_name(name)
 
 
-@pytest.mark.parametrize("name", ["ptkit", "torch", "tests"])
+@pytest.mark.parametrize("name", ["ptkit", "ptkit_ops", "torch", "tests"])
 def test_a_taken_name_is_refused(name: str) -> None:
     with pytest.raises(ScaffoldError, match=f"is taken.*ptkit new {name}_kernels"):
         validate_name(name)
@@ -71,7 +85,9 @@ def test_a_non_empty_folder_is_refused_and_left_alone(tmp_path: Path) -> None:
 
 
 def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ScaffoldError, match=r"no example op for backend.*rocm"):
+    with pytest.raises(
+        ScaffoldError, match=r"no example op for backend.*rocm.*BACKEND hip\|xpu\|metal"
+    ):
         create_project("demo_ops", backends=["cpu", "rocm"], directory=tmp_path / "p")
     assert not (tmp_path / "p").exists()
 
@@ -112,15 +128,45 @@ def test_a_cpu_project_has_no_cuda_and_its_generated_files_are_current(tmp_path:
     assert plan.project == "demo_ops"
     assert plan.jobs[0].wheel.startswith("demo_ops-0.1.0+cpu-py3-none-")
     workflow = (root / ".github/workflows/release.yml").read_text()
-    assert "python -m ptkit_cli index build" in workflow and "PYTHONPATH=src" not in workflow
+    assert "index build" in workflow and "PYTHONPATH=src" not in workflow
     proc = _cli("matrix", "--check", "--source", str(root), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 
 
-def test_ptkits_own_workflow_is_unchanged_by_the_generalisation() -> None:
-    from support import REPO
+def test_the_project_depends_on_the_toolkit_only(tmp_path: Path) -> None:
+    """No kernels of anybody: ptkit (the toolkit) and torch; the version provider with the
+    project's own base version; the smoke command of ptkit's runtime; `python -m ptkit`."""
+    root, _ = create_project("demo_ops", backends=["cpu", "cuda"], directory=tmp_path / "p")
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    assert pyproject["project"]["dependencies"] == ["ptkit>=0.1.0,<0.2", "torch>=2.10"]
+    assert pyproject["build-system"]["requires"] == [
+        "scikit-build-core>=1.1",
+        "ptkit>=0.1.0,<0.2",
+        "torch>=2.10",
+    ]
+    assert pyproject["tool"]["scikit-build"]["metadata"]["version"] == {
+        "provider": "ptkit.release.version_provider",
+        "base-version": "0.1.0",
+    }
+    for variant in ("cpu", "cu13"):
+        recipe = load_recipe(variant, root / "recipes")
+        assert recipe.release is not None
+        assert recipe.release.test_command == "python -m ptkit.runtime.smoke demo_ops"
+    assert "PTKIT   := $(PYTHON) -m ptkit\n" in (root / "Makefile").read_text()
+    cmake = (root / "CMakeLists.txt").read_text()
+    assert (
+        "TARGETS ${PTKIT_RECIPE_TARGETS} OPTIONAL_TARGETS ${PTKIT_RECIPE_OPTIONAL_TARGETS}" in cmake
+    )
 
-    assert matrix.check_generated(REPO, matrix.load_plan(REPO)) == []
+
+@pytest.mark.parametrize(
+    ("version", "requirement"),
+    [("0.1.0", "ptkit>=0.1.0,<0.2"), ("0.9.3", "ptkit>=0.9.3,<0.10"), ("1.4.0", "ptkit>=1.4.0,<2")],
+)
+def test_the_toolkit_requirement_follows_the_cmake_version_rule(
+    version: str, requirement: str
+) -> None:
+    assert ptkit_requirement(version) == requirement
 
 
 def test_the_version_provider_takes_the_projects_base_version(
@@ -129,13 +175,13 @@ def test_the_version_provider_takes_the_projects_base_version(
     root, _ = create_project("demo_ops", backends=["cpu", "cuda"], directory=tmp_path / "p")
     monkeypatch.chdir(root)
     monkeypatch.setenv("PTKIT_VARIANT", "cu13")
-    assert _version_provider.dynamic_metadata("version", {"base-version": "1.2.0"}) == "1.2.0+cu13"
+    assert version_provider.dynamic_metadata("version", {"base-version": "1.2.0"}) == "1.2.0+cu13"
     with pytest.raises(RuntimeError, match="add base-version"):
-        _version_provider.dynamic_metadata("version", {})
+        version_provider.dynamic_metadata("version", {})
     with pytest.raises(RuntimeError, match="unknown setting"):
-        _version_provider.dynamic_metadata("version", {"base-version": "1.0", "typo": 1})
+        version_provider.dynamic_metadata("version", {"base-version": "1.0", "typo": 1})
     with pytest.raises(RuntimeError, match="not a public PEP 440"):
-        _version_provider.dynamic_metadata("version", {"base-version": "1.0+local"})
+        version_provider.dynamic_metadata("version", {"base-version": "1.0+local"})
 
 
 def test_the_pipeline_smoke_tests_the_wheels_own_package(tmp_path: Path) -> None:
@@ -156,15 +202,15 @@ def test_the_templates_ship_in_the_installed_package() -> None:
 
 def test_ptkit_new_does_not_import_torch(tmp_path: Path) -> None:
     probe = (
-        "import sys, ptkit_cli\n"
+        "import sys, ptkit.cli\n"
         "sys.argv = ['ptkit', 'new', 'demo_ops', '--dir', sys.argv[1]]\n"
-        "try:\n    ptkit_cli.main()\n"
+        "try:\n    ptkit.cli.main()\n"
         "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
         "print('TORCH_IMPORTED', 'torch' in sys.modules)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe, str(tmp_path / "p")],
-        env=python_env(),
+        env=_env(),
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -3,16 +3,21 @@
 ``request BACKEND --targets T --optional O``
     The targets a build asks for: the CMake call's (``T``, ``O``: CMake lists), or the
     backend's override variable (``PTKIT_CUDA_ARCHS`` …) when it is set. Prints
-    ``TARGETS=…``, ``OPTIONAL=…`` and ``SOURCE=…``; a bad override exits 1 with the reason.
+    ``TARGETS=…``, ``OPTIONAL=…``, ``SOURCE=…`` and ``OVERRIDE=…`` (the variable's name);
+    a bad override exits 1 with the reason.
 ``resolve BACKEND --targets T --optional O --source S --supported L --compiler C [--toolkit-fix F]``
     Those targets against what the compiler builds (``L``). Prints ``BUILT=…``,
     ``DROPPED=…`` and the manifest's target lists (``SASS=…``, ``PTX=…``; ``GFX=…``), or
-    ``ERROR=…`` (exit 0: CMake prints the build report before it fails).
+    ``ERROR=…`` (exit 0: CMake prints the build report before it fails);
+    ``MANIFEST_KEYS=…`` names those lists (``SASS;PTX``).
 
-``toolkit BACKEND [--search-path P]…``
+``toolkit BACKEND [--search-path P]… [--install-hint TEXT]``
     Where the build finds the backend's compiler: ``COMPILER=…``, ``ROOT=…``, ``SOURCE=…``
-    and ``EXPLICIT=ON|OFF``, or ``NOTFOUND=`` and ``LOOKED=…`` (each place looked). The
-    search paths default to this Python's ``sys.path``.
+    and ``EXPLICIT=ON|OFF``, or ``NOTFOUND=``, ``LOOKED=…`` (each place looked) and
+    ``REASON=…`` (the message, with the fix; ``TEXT`` first: the recipe's install
+    command). The search paths default to this Python's ``sys.path``.
+``list``
+    ``NAMES=cpu;cuda;…``: the backends, in the table's order.
 
 Lists are CMake lists (``;``-separated), one ``KEY=value`` per line.
 """
@@ -23,7 +28,13 @@ import argparse
 import os
 import sys
 
-from ptkit.backends import TargetError, TargetRequest, UnknownBackendError, get_backend
+from ptkit.backends import (
+    BACKENDS,
+    TargetError,
+    TargetRequest,
+    UnknownBackendError,
+    get_backend,
+)
 
 
 def _list(value: str) -> tuple[str, ...]:
@@ -46,21 +57,37 @@ def main(argv: list[str] | None = None) -> int:
     toolkit = commands.add_parser("toolkit")
     toolkit.add_argument("backend")
     toolkit.add_argument("--search-path", action="append", default=None)
+    toolkit.add_argument("--install-hint", default="")
+    commands.add_parser("list")
     resolve = commands.choices["resolve"]
     resolve.add_argument("--source", default="recipe")
     resolve.add_argument("--supported", default="")
     resolve.add_argument("--compiler", required=True)
     resolve.add_argument("--toolkit-fix", default="")
     args = parser.parse_args(argv)
+    if args.command == "list":
+        _print("NAMES", tuple(BACKENDS))
+        return 0
     try:
         backend = get_backend(args.backend)
         if args.command == "toolkit":
             paths = args.search_path if args.search_path is not None else sys.path
             found = backend.find_toolkit(os.environ, paths)
+            if found is not None and found.explicit and not found.compiler.is_file():
+                # Named by the user: that one or none, never a silent fallback.
+                _print("NOTFOUND", "")
+                _print("LOOKED", f"{found.compiler} ({found.source})")
+                _print(
+                    "REASON",
+                    f"{found.compiler} (from {found.source}) does not exist. Fix: point "
+                    f"{found.source} at the toolkit, or unset it",
+                )
+                return 0
             if found is None:
                 looked = backend.toolkit_candidates(os.environ, paths)
                 _print("NOTFOUND", "")
                 _print("LOOKED", tuple(f"{c.compiler} ({c.source})" for c in looked))
+                _print("REASON", backend.toolkit_missing(looked, args.install_hint))
                 return 0
             _print("COMPILER", str(found.compiler))
             _print("ROOT", str(found.root))
@@ -74,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             _print("TARGETS", request.targets)
             _print("OPTIONAL", request.optional)
             _print("SOURCE", request.source)
+            _print("OVERRIDE", backend.override_variable or "")
             return 0
         request = TargetRequest(_list(args.targets), _list(args.optional), args.source)
         resolution = backend.resolve(
@@ -87,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     _print("BUILT", resolution.built)
     _print("DROPPED", resolution.dropped)
-    for key, values in backend.manifest_targets(resolution.built).items():
+    lists = backend.manifest_targets(resolution.built)
+    _print("MANIFEST_KEYS", tuple(key.upper() for key in lists))
+    for key, values in lists.items():
         _print(key.upper(), values)
     return 0
 

@@ -172,6 +172,13 @@ class Backend:
     """The manifest's ``toolkit.name`` when built with its toolkit (``cuda``, ``hip``)."""
     compiler_name: ClassVar[str] = ""
     """The device compiler the build runs (``nvcc``, ``hipcc``, ``icpx``); "" for none."""
+    target_pattern: ClassVar[str | None] = None
+    """A regular expression every target matches, for the recipes' JSON schema (editors
+    check with it); ``target_problem`` is the check itself."""
+    toolkit_search: ClassVar[str] = ""
+    """Where ``toolkit_candidates`` looks, in order, for the no-toolkit message."""
+    toolkit_fix: ClassVar[str] = ""
+    """How else to provide the toolkit (a variable, a system package), for that message."""
 
     # --- toolkit discovery ------------------------------------------------------------
 
@@ -192,6 +199,20 @@ class Backend:
             if candidate.explicit or candidate.compiler.is_file():
                 return candidate
         return None
+
+    def toolkit_missing(
+        self, candidates: Sequence[ToolkitCandidate], install_hint: str = ""
+    ) -> str:
+        """Why no toolkit was found and how to get one: where the search looked
+        (``candidates``, the ones that do not exist) and the fix, ``install_hint`` first
+        (the recipe's ``pip install …`` of its ``[toolkit] packages``, given by the caller
+        that read the recipe)."""
+        looked = "; ".join(f"{c.compiler} ({c.source}) does not exist" for c in candidates)
+        fixes = [f for f in (install_hint, self.toolkit_fix) if f]
+        return (
+            f"{self.compiler_name or self.title} not found (searched {self.toolkit_search}"
+            f"{': ' + looked if looked else ''}). Fix: {', or '.join(fixes) or 'install it'}"
+        )
 
     # --- targets --------------------------------------------------------------------------
 

@@ -190,6 +190,15 @@ class CudaBackend(Backend):
     }
     toolkit_name = "cuda"
     compiler_name = "nvcc"
+    target_pattern = _TARGET.pattern
+    toolkit_search = (
+        "PTKIT_CUDA_ROOT, then pip's nvidia/cu*/bin/nvcc on the build Python's path, then "
+        "nvcc on PATH with PTKIT_CUDA_USE_SYSTEM=1"
+    )
+    toolkit_fix = (
+        "set PTKIT_CUDA_ROOT to a CUDA toolkit (the folder holding bin/nvcc), or "
+        "PTKIT_CUDA_USE_SYSTEM=1 (CMake: -DPTKIT_CUDA_USE_SYSTEM=ON) for the system's nvcc"
+    )
 
     def toolkit_candidates(
         self, environ: Mapping[str, str], search_paths: Sequence[str]

@@ -107,6 +107,15 @@ class HipBackend(Backend):
     }
     toolkit_name = "hip"
     compiler_name = "hipcc"
+    target_pattern = _TARGET.pattern
+    toolkit_search = (
+        "PTKIT_HIP_ROOT, then TheRock's rocm-sdk (beside the build Python or on PATH), "
+        "ROCM_PATH, hipcc on PATH, /opt/rocm"
+    )
+    toolkit_fix = (
+        "apt install hipcc (Debian's HIP), or set PTKIT_HIP_ROOT (or ROCM_PATH) to a ROCm "
+        "root holding bin/hipcc"
+    )
     processors = tuple(
         sorted({p for members in GENERIC_TARGETS.values() for p in members} | _OTHER_PROCESSORS)
     )

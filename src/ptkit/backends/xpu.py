@@ -86,6 +86,12 @@ class XpuBackend(Backend):
     }
 
     compiler_name = "icpx"
+    target_pattern = _TARGET.pattern
+    toolkit_search = "PTKIT_ICPX, then CMPLR_ROOT, ONEAPI_ROOT, /opt/intel/oneapi, PATH"
+    toolkit_fix = (
+        "install oneAPI's DPC++ compiler (apt intel-oneapi-compiler-dpcpp-cpp) and `source "
+        "/opt/intel/oneapi/setvars.sh`, or set PTKIT_ICPX to icpx"
+    )
 
     def toolkit_candidates(
         self, environ: Mapping[str, str], search_paths: Sequence[str]

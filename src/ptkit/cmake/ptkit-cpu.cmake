@@ -1,28 +1,8 @@
 # CPU instruction-set levels: each ISA source is compiled once per level into its
-# own namespace; the library picks the best level the CPU supports at run time.
+# own namespace; the library picks the best level the CPU supports at run time. Which
+# levels exist on this platform, and their flags, are ptkit.platforms' (python -m
+# ptkit.platforms isa-flags).
 include_guard(GLOBAL)
-
-# Compiler flags for one level; empty result: the level does not apply to this processor.
-function(_ptkit_isa_flags isa out_var)
-  set(flags "")
-  set(applies FALSE)
-  if(isa STREQUAL "default")
-    set(applies TRUE)
-  elseif(isa MATCHES "^x86-64-v[234]$")
-    if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-      set(flags "-march=${isa};-mtune=generic")
-      set(applies TRUE)
-    endif()
-  else()
-    message(FATAL_ERROR "ptkit_target_cpu_isa: unknown CPU ISA level '${isa}'; known: default, "
-                        "x86-64-v2, x86-64-v3, x86-64-v4")
-  endif()
-  if(applies)
-    set(${out_var} "${flags};" PARENT_SCOPE)
-  else()
-    set(${out_var} "" PARENT_SCOPE)
-  endif()
-endfunction()
 
 # ptkit_target_cpu_isa(<target> SOURCES <src>… [ISA <level>…] [INCLUDE_DIRS <dir>…] [BUILT_VAR <var>])
 # Compiles SOURCES once per level (namespace PTKIT_CPU_ISA, name PTKIT_CPU_ISA_NAME) into
@@ -36,24 +16,27 @@ function(ptkit_target_cpu_isa target)
   if(NOT TARGET ${target})
     message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
   endif()
-  list(REMOVE_ITEM arg_ISA default)
-  list(APPEND arg_ISA default)
+  _ptkit_python_fields(isa_ error -m ptkit.platforms isa-flags "${CMAKE_SYSTEM_NAME}"
+                       "${CMAKE_SYSTEM_PROCESSOR}" "${CMAKE_CXX_COMPILER_ID}" ${arg_ISA})
+  if(error)
+    message(FATAL_ERROR "${fn}: ${error}")
+  endif()
+  foreach(isa IN LISTS isa_SKIPPED)
+    message(STATUS "ptkit: ${target}: CPU ISA level ${isa} does not apply to "
+                   "${CMAKE_SYSTEM_PROCESSOR} with ${CMAKE_CXX_COMPILER_ID}; skipped")
+  endforeach()
   set(built "")
   set(list_macro "")
-  foreach(isa IN LISTS arg_ISA)
-    _ptkit_isa_flags(${isa} flags)
-    if(flags STREQUAL "")
-      message(STATUS "ptkit: ${target}: CPU ISA level ${isa} does not apply to "
-                     "${CMAKE_SYSTEM_PROCESSOR}; skipped")
-      continue()
-    endif()
+  set(index 0)
+  foreach(isa IN LISTS isa_LEVELS)
+    set(flags ${isa_FLAGS_${index}})
+    math(EXPR index "${index} + 1")
     string(MAKE_C_IDENTIFIER "isa_${isa}" ns)
     set(obj "${target}_${ns}")
     add_library(${obj} OBJECT ${arg_SOURCES})
     target_include_directories(${obj} PRIVATE ${arg_INCLUDE_DIRS})
     target_compile_features(${obj} PRIVATE cxx_std_17)
     target_compile_definitions(${obj} PRIVATE PTKIT_CPU_ISA=${ns} "PTKIT_CPU_ISA_NAME=\"${isa}\"")
-    list(FILTER flags EXCLUDE REGEX "^$")
     target_compile_options(${obj} PRIVATE ${flags} "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.")
     set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON
                           CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)

@@ -1,79 +1,37 @@
-# CUDA: find the toolkit (PyPI's nvidia-cuda-nvcc first, a system CUDA only when
-# asked for), resolve the requested targets against what its nvcc can build, and
-# compile with exactly those -gencode flags.
+# CUDA: find the toolkit (ptkit.backends.cuda's order: PyPI's nvidia-cuda-nvcc first, a
+# system CUDA only when asked for), tell ptkit_resolve_targets what its nvcc builds, and
+# compile with exactly the resolved -gencode flags.
 include_guard(GLOBAL)
 
 set(PTKIT_CUDA_ROOT "$ENV{PTKIT_CUDA_ROOT}" CACHE PATH
     "CUDA toolkit root (bin/nvcc, include, lib); default: the pip toolkit of the build Python")
-option(PTKIT_CUDA_USE_SYSTEM "Use the system CUDA toolkit (CUDAToolkit_ROOT or nvcc on PATH)" OFF)
+option(PTKIT_CUDA_USE_SYSTEM "Use the system CUDA toolkit (nvcc on PATH) when no pip toolkit is found" OFF)
 
-# The oldest toolkit that can build each architecture, for the error message.
-set(_PTKIT_CUDA_MIN_VERSION_90 "11.8")
-set(_PTKIT_CUDA_MIN_VERSION_100 "12.8")
-set(_PTKIT_CUDA_MIN_VERSION_103 "12.9")
-set(_PTKIT_CUDA_MIN_VERSION_107 "13.5")
-set(_PTKIT_CUDA_MIN_VERSION_110 "13.0")
-set(_PTKIT_CUDA_MIN_VERSION_120 "12.8")
-set(_PTKIT_CUDA_MIN_VERSION_121 "12.9")
-
-# _ptkit_find_nvcc(<found_var> <reason_var>): on success sets PTKIT_NVCC,
-# PTKIT_CUDA_TOOLKIT_ROOT, PTKIT_CUDA_VERSION, PTKIT_CUDA_FULL_VERSION and PTKIT_CUDA_SOURCE.
+# _ptkit_find_nvcc(<found_var> <reason_var>): the toolkit ptkit.backends.cuda finds
+# (PTKIT_CUDA_ROOT, else pip's nvidia/cu*/bin/nvcc on the build Python's path, else the
+# system's nvcc with PTKIT_CUDA_USE_SYSTEM) and its version. On success sets PTKIT_NVCC,
+# PTKIT_CUDA_TOOLKIT_ROOT, PTKIT_CUDA_VERSION, PTKIT_CUDA_FULL_VERSION and
+# PTKIT_CUDA_SOURCE in the caller.
 function(_ptkit_find_nvcc found_var reason_var)
-  set(source "")
-  set(root "${PTKIT_CUDA_ROOT}")
-  if(root)
-    set(source "PTKIT_CUDA_ROOT")
-  elseif(PTKIT_CUDA_USE_SYSTEM)
-    if(CUDAToolkit_ROOT)
-      set(root "${CUDAToolkit_ROOT}")
-    else()
-      find_program(_system_nvcc nvcc NO_CACHE)
-      if(_system_nvcc)
-        execute_process(COMMAND "${_system_nvcc}" -v --version OUTPUT_QUIET ERROR_VARIABLE verbose)
-        if(verbose MATCHES "#\\$ TOP=([^\r\n]*)")
-          get_filename_component(root "${CMAKE_MATCH_1}" ABSOLUTE)
-        else()
-          get_filename_component(root "${_system_nvcc}" DIRECTORY)
-          get_filename_component(root "${root}/.." ABSOLUTE)
-        endif()
-      endif()
-    endif()
-    set(source "system")
-  else()
-    # nvidia-cuda-nvcc installs nvidia/cu<major>/bin/nvcc into the build Python's site-packages.
-    execute_process(
-      COMMAND "${Python_EXECUTABLE}" -c [=[
-import importlib.util, pathlib
-spec = importlib.util.find_spec("nvidia")
-roots = [pathlib.Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
-found = sorted(n.parent.parent for r in roots for n in r.glob("cu*/bin/nvcc"))
-print(found[-1].as_posix() if found else "")
-]=]
-      OUTPUT_VARIABLE root OUTPUT_STRIP_TRAILING_WHITESPACE)
-    set(source "pip")
-  endif()
-  if(NOT root OR NOT EXISTS "${root}/bin/nvcc")
-    set(${found_var} FALSE PARENT_SCOPE)
-    string(CONCAT reason
-      "no CUDA toolkit found (looked for nvcc from pip in ${Python_EXECUTABLE}'s "
-      "site-packages). Fix: install the recipe's toolkit: pip install 'nvidia-cuda-nvcc==13.5.*' "
-      "'nvidia-cuda-runtime==13.5.*' 'nvidia-cuda-crt==13.5.*' 'nvidia-cuda-cccl==13.*', "
-      "or set PTKIT_CUDA_ROOT to a toolkit, or -DPTKIT_CUDA_USE_SYSTEM=ON for the system CUDA")
-    set(${reason_var} "${reason}" PARENT_SCOPE)
+  set(${found_var} FALSE PARENT_SCOPE)
+  _ptkit_locate_toolkit(cuda toolkit)
+  if(toolkit_REASON)
+    set(${reason_var} "${toolkit_REASON}" PARENT_SCOPE)
     return()
   endif()
-  execute_process(COMMAND "${root}/bin/nvcc" --version OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  execute_process(COMMAND "${toolkit_COMPILER}" --version OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "release ([0-9]+\\.[0-9]+), V([0-9.]+)")
-    set(${found_var} FALSE PARENT_SCOPE)
-    set(${reason_var} "${root}/bin/nvcc --version failed: ${out}" PARENT_SCOPE)
+    set(${reason_var} "${toolkit_COMPILER} --version failed (${toolkit_SOURCE}): ${out}${err}" PARENT_SCOPE)
     return()
   endif()
   set(${found_var} TRUE PARENT_SCOPE)
-  set(PTKIT_NVCC "${root}/bin/nvcc" PARENT_SCOPE)
-  set(PTKIT_CUDA_TOOLKIT_ROOT "${root}" PARENT_SCOPE)
+  set(${reason_var} "" PARENT_SCOPE)
+  set(PTKIT_NVCC "${toolkit_COMPILER}" PARENT_SCOPE)
+  set(PTKIT_CUDA_TOOLKIT_ROOT "${toolkit_ROOT}" PARENT_SCOPE)
   set(PTKIT_CUDA_VERSION "${CMAKE_MATCH_1}" PARENT_SCOPE)
   set(PTKIT_CUDA_FULL_VERSION "${CMAKE_MATCH_2}" PARENT_SCOPE)
-  set(PTKIT_CUDA_SOURCE "${source}" PARENT_SCOPE)
+  set(PTKIT_CUDA_SOURCE "${toolkit_SOURCE}" PARENT_SCOPE)
 endfunction()
 
 # _ptkit_enable_cuda_language(): after _ptkit_find_nvcc succeeded. A macro:
@@ -88,91 +46,20 @@ macro(_ptkit_enable_cuda_language)
   message(STATUS "ptkit: CUDA ${PTKIT_CUDA_FULL_VERSION} (${PTKIT_CUDA_SOURCE}) at ${PTKIT_CUDA_TOOLKIT_ROOT}")
 endmacro()
 
-# TORCH_CUDA_ARCH_LIST-style "9.0;10.0+PTX;9.0a" -> sm_90;sm_100;compute_100;sm_90a.
-function(ptkit_parse_cuda_arch_list list out_var)
-  string(REPLACE " " ";" list "${list}")
-  set(result "")
-  foreach(item IN LISTS list)
-    if(item STREQUAL "")
-      continue()
-    endif()
-    if(NOT item MATCHES "^([0-9]+)\\.([0-9])([af]?)(\\+PTX)?$")
-      message(FATAL_ERROR "ptkit_parse_cuda_arch_list: PTKIT_CUDA_ARCHS entry '${item}' is not like 9.0, 10.0a, 12.0f or 12.0+PTX")
-    endif()
-    set(cc "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
-    list(APPEND result "sm_${cc}${CMAKE_MATCH_3}")
-    if(CMAKE_MATCH_4)
-      list(APPEND result "compute_${cc}${CMAKE_MATCH_3}")
-    endif()
-  endforeach()
-  set(${out_var} "${result}" PARENT_SCOPE)
-endfunction()
-
-# ptkit_resolve_cuda_targets(REQUESTED <t>… [OPTIONAL <t>…] SASS_VAR <v> PTX_VAR <v>
-#                            DROPPED_VAR <v> ERROR_VAR <v>)
-# Intersects the requested targets with `nvcc --list-gpu-code/--list-gpu-arch`. A
-# requested target the toolkit lacks sets ERROR_VAR to the reason and the fix (the
-# caller fails the build with it), unless it is optional: then it is dropped with a
-# warning and listed in DROPPED_VAR (for the manifest). Needs ptkit_enable_backend(cuda).
-function(ptkit_resolve_cuda_targets)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "SASS_VAR;PTX_VAR;DROPPED_VAR;ERROR_VAR" "REQUESTED;OPTIONAL")
-  set(fn "ptkit_resolve_cuda_targets")
-  _ptkit_check_arguments("${fn}" SASS_VAR PTX_VAR DROPPED_VAR ERROR_VAR)
-  if(NOT arg_REQUESTED AND NOT arg_OPTIONAL)
-    message(FATAL_ERROR "${fn}: REQUESTED or OPTIONAL is required (e.g. REQUESTED sm_90 compute_90)")
-  endif()
+# _ptkit_cuda_buildable_targets(<requested> <supported_var> <compiler_var>): for
+# ptkit_resolve_targets: what this nvcc builds (`nvcc --list-gpu-code` SASS and
+# `--list-gpu-arch` PTX; the a/f variants are ptkit.backends.cuda's business).
+function(_ptkit_cuda_buildable_targets requested supported_var compiler_var)
   if(NOT PTKIT_NVCC)
-    message(FATAL_ERROR "${fn}: no nvcc: call ptkit_enable_backend(cuda) first (at directory scope)")
+    message(FATAL_ERROR "ptkit_resolve_targets(cuda): no nvcc: call ptkit_enable_backend(cuda) first "
+                        "(at directory scope)")
   endif()
   execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-code OUTPUT_VARIABLE codes)
   execute_process(COMMAND "${PTKIT_NVCC}" --list-gpu-arch OUTPUT_VARIABLE archs)
-  string(STRIP "${codes}" codes)
-  string(STRIP "${archs}" archs)
-  string(REGEX REPLACE "[\r\n]+" ";" supported "${codes}\n${archs}")
-  string(REGEX REPLACE "[\r\n]+" " " codes_line "${codes}")
-  set(sass "")
-  set(ptx "")
-  set(dropped "")
-  set(error "")
-  foreach(target IN LISTS arg_REQUESTED arg_OPTIONAL)
-    if(NOT target MATCHES "^(sm|compute)_([0-9]+)([af]?)$")
-      set(error "'${target}' is not a CUDA target (sm_90, sm_90a, sm_100f, compute_120)")
-      break()
-    endif()
-    set(kind "${CMAKE_MATCH_1}")
-    set(cc "${CMAKE_MATCH_2}")
-    # nvcc lists base targets; an a/f variant exists wherever its base does (CUDA >= 12.9 for f).
-    if(NOT "${kind}_${cc}" IN_LIST supported)
-      if(target IN_LIST arg_OPTIONAL)
-        list(APPEND dropped "${target}")
-        message(WARNING "${fn}: optional CUDA target ${target} dropped: nvcc ${PTKIT_CUDA_FULL_VERSION} "
-                        "at ${PTKIT_NVCC} cannot build it (recorded in the manifest)")
-        continue()
-      endif()
-      set(need "a newer CUDA toolkit")
-      if(DEFINED _PTKIT_CUDA_MIN_VERSION_${cc})
-        set(need "CUDA >= ${_PTKIT_CUDA_MIN_VERSION_${cc}}")
-      endif()
-      string(CONCAT error
-        "CUDA target ${target} needs ${need}; found ${PTKIT_CUDA_FULL_VERSION} at ${PTKIT_NVCC} "
-        "(it builds: ${codes_line}). Fix: use the recipe's pip toolkit (pip install "
-        "'nvidia-cuda-nvcc==13.5.*' … and unset PTKIT_CUDA_USE_SYSTEM), or mark ${target} "
-        "optional in the recipe (targets.cuda-optional), or remove it from PTKIT_CUDA_ARCHS.")
-      break()
-    endif()
-    if(kind STREQUAL "sm")
-      list(APPEND sass "${target}")
-    else()
-      list(APPEND ptx "${target}")
-    endif()
-  endforeach()
-  if(NOT error AND NOT sass AND NOT ptx)
-    set(error "no CUDA target left to build (requested: ${arg_REQUESTED} ${arg_OPTIONAL})")
-  endif()
-  set(${arg_ERROR_VAR} "${error}" PARENT_SCOPE)
-  set(${arg_SASS_VAR} "${sass}" PARENT_SCOPE)
-  set(${arg_PTX_VAR} "${ptx}" PARENT_SCOPE)
-  set(${arg_DROPPED_VAR} "${dropped}" PARENT_SCOPE)
+  string(STRIP "${codes}\n${archs}" listed)
+  string(REGEX REPLACE "[ \t\r\n]+" ";" listed "${listed}")
+  set(${supported_var} "${listed}" PARENT_SCOPE)
+  set(${compiler_var} "nvcc ${PTKIT_CUDA_FULL_VERSION} at ${PTKIT_NVCC} (${PTKIT_CUDA_SOURCE})" PARENT_SCOPE)
 endfunction()
 
 # ptkit_target_cuda_archs(<target> [SASS <sm_…>…] [PTX <compute_…>…]): exactly these
@@ -186,7 +73,7 @@ function(ptkit_target_cuda_archs target)
     message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
   endif()
   if(NOT arg_SASS AND NOT arg_PTX)
-    message(FATAL_ERROR "${fn}: SASS or PTX is required (ptkit_resolve_cuda_targets gives both)")
+    message(FATAL_ERROR "${fn}: SASS or PTX is required (ptkit_resolve_targets(cuda) gives both)")
   endif()
   if(NOT CMAKE_CUDA_COMPILER_LOADED)
     message(FATAL_ERROR "${fn}: CUDA is not enabled: call ptkit_enable_backend(cuda) first (at directory scope)")

@@ -1,6 +1,6 @@
 # The manifest: a JSON file installed next to each kernel library, written by the
 # build and read by ptkit's loader *before* it loads the library
-# (schema: src/ptkit/runtime/manifest.schema.json).
+# (schema: src/ptkit/loading/manifest.schema.json).
 include_guard(GLOBAL)
 
 set(PTKIT_MANIFEST_SCHEMA_VERSION 1)
@@ -15,7 +15,7 @@ function(_ptkit_json_string_array out_var)
   set(${out_var} "${json}" PARENT_SCOPE)
 endfunction()
 
-# ptkit_install_kernel_library(<target> BACKEND <cpu|cuda|hip|xpu|metal> NAMESPACE <ns>
+# ptkit_install_kernel_library(<target> BACKEND <backend> NAMESPACE <ns>
 #     OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>
 #     [ISA <level>…] [SASS <sm_…>…] [PTX <compute_…>…] [GFX <gfx…>…] [XPU <device>…]
 #     [METAL <metallib|source>]                 (the manifest's "targets", one key each)
@@ -38,8 +38,8 @@ function(ptkit_install_kernel_library target)
     message(FATAL_ERROR "${fn}: no target named ${target}: create it first (add_library(${target} "
                         "MODULE …), or ptkit_add_metal_library for Metal)")
   endif()
-  if(NOT arg_BACKEND MATCHES "^(cpu|cuda|hip|xpu|metal)$")
-    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of cpu, cuda, hip, xpu, metal")
+  if(NOT arg_BACKEND IN_LIST PTKIT_BACKENDS)
+    message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of ${PTKIT_BACKENDS_TEXT}")
   endif()
   if(arg_AUDIT AND NOT arg_AUDIT MATCHES "^(cuda|hip)$")
     message(FATAL_ERROR "${fn}: AUDIT ${arg_AUDIT} is not one of cuda, hip")

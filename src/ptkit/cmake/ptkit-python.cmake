@@ -1,5 +1,6 @@
 # The Python interpreter of the build (scikit-build-core passes it), used to read
-# recipes, to ask ptkit's backend rules and to locate torch without importing it.
+# recipes, to ask ptkit's backend and platform rules and to locate torch without
+# importing it. CMake re-derives none of those rules: it asks the modules that hold them.
 include_guard(GLOBAL)
 
 if(NOT Python_EXECUTABLE)
@@ -18,33 +19,61 @@ if(NOT EXISTS "${PTKIT_PYTHON_PATH}/ptkit/backends/__init__.py")
 endif()
 set(PTKIT_PYTHON "${CMAKE_COMMAND}" -E env "PYTHONPATH=${PTKIT_PYTHON_PATH}" "${Python_EXECUTABLE}")
 
-# _ptkit_python_tool(<out_var> <error_prefix> <args>…): runs ${PTKIT_PYTHON} <args>; its
-# stdout in <out_var>, a failure stops configure with its stderr.
-function(_ptkit_python_tool out_var error_prefix)
+# _ptkit_python_fields(<prefix> <error_var> <args>…)
+# Runs ${PTKIT_PYTHON} <args> (a list argument: its ";" escaped as "\;") and sets each
+# "KEY=value" line of its output as <prefix><KEY> in the caller (values are CMake lists),
+# and <prefix>keys to the list of those KEYs.
+# A failure sets <error_var> to what the tool printed on stderr (its "ptkit: " prefix
+# dropped: the caller names itself), else to "".
+function(_ptkit_python_fields prefix error_var)
   execute_process(COMMAND ${PTKIT_PYTHON} ${ARGN}
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     string(STRIP "${err}" err)
-    message(FATAL_ERROR "${error_prefix}: ${err}")
+    string(REGEX REPLACE "^ptkit: " "" err "${err}")
+    if(err STREQUAL "")
+      set(err "${PTKIT_PYTHON} ${ARGN} failed (${rc}) without a message")
+    endif()
+    set(${error_var} "${err}" PARENT_SCOPE)
+    return()
   endif()
-  set(${out_var} "${out}" PARENT_SCOPE)
-endfunction()
-
-# _ptkit_read_fields(<prefix> <text>): each "KEY=value" line of <text> as <prefix><KEY> in
-# the caller's caller (values are CMake lists).
-macro(_ptkit_read_fields _ptkit_prefix _ptkit_text)
-  string(REPLACE "\n" ";" _ptkit_lines "${_ptkit_text}")
-  foreach(_ptkit_line IN LISTS _ptkit_lines)
-    if(_ptkit_line MATCHES "^([A-Z_]+)=(.*)$")
-      set(${_ptkit_prefix}${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+  set(${error_var} "" PARENT_SCOPE)
+  string(REPLACE ";" "\\;" out "${out}")
+  string(REPLACE "\n" ";" lines "${out}")
+  set(keys "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^([A-Z0-9_]+)=(.*)$")
+      set(${prefix}${CMAKE_MATCH_1} "${CMAKE_MATCH_2}" PARENT_SCOPE)
+      list(APPEND keys "${CMAKE_MATCH_1}")
     endif()
   endforeach()
+  set(${prefix}keys "${keys}" PARENT_SCOPE)
+endfunction()
+
+# _ptkit_python_tool(<prefix> <error_prefix> <args>…): _ptkit_python_fields, where a
+# failure stops configure: "<error_prefix>: <what the tool said>".
+macro(_ptkit_python_tool _ptkit_prefix _ptkit_error_prefix)
+  _ptkit_python_fields("${_ptkit_prefix}" _ptkit_tool_error ${ARGN})
+  if(_ptkit_tool_error)
+    message(FATAL_ERROR "${_ptkit_error_prefix}: ${_ptkit_tool_error}")
+  endif()
 endmacro()
 
+# The backends ptkit knows (ptkit.backends.BACKENDS), for the argument checks and the
+# build report.
+_ptkit_python_tool(_PTKIT_BACKENDS_ "ptkit" -m ptkit.backends list)
+set(PTKIT_BACKENDS ${_PTKIT_BACKENDS_NAMES})
+list(JOIN PTKIT_BACKENDS ", " PTKIT_BACKENDS_TEXT)
+
 # ptkit_read_recipe(<variant> [RECIPES_DIR <dir>])
-# Sets PTKIT_RECIPE_<FIELD> in the caller (NAME, BACKEND, LOCAL_VERSION, ISA,
-# CUDA_TARGETS, CUDA_OPTIONAL_TARGETS, HIP_TARGETS, HIP_OPTIONAL_TARGETS, XPU_TARGETS,
-# TOOLKIT_VERSION). RECIPES_DIR defaults to the project's recipes/.
+# Sets PTKIT_RECIPE_<FIELD> in the caller for every field of <dir>/<variant>.toml
+# (python -m ptkit.recipes cmake, generated from ptkit.recipes.model): the [variant]
+# keys as NAME, BACKEND, LOCAL_VERSION …; every table's keys as <TABLE>_<KEY>
+# (TARGETS_ISA, TARGETS_CUDA, TOOLKIT_VERSION, TOOLKIT_PACKAGES, RELEASE_PLATFORMS …);
+# TARGETS and OPTIONAL_TARGETS, the recipe backend's own target lists; TOOLKIT_INSTALL,
+# the pip command of its toolkit (for messages). Lists are CMake lists. A bad recipe stops
+# configure with every problem. RECIPES_DIR defaults to the project's recipes/; editing
+# the recipe re-runs configure.
 function(ptkit_read_recipe variant)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "RECIPES_DIR" "")
   set(fn "ptkit_read_recipe(${variant})")
@@ -56,13 +85,53 @@ function(ptkit_read_recipe variant)
     message(FATAL_ERROR "${fn}: no recipes folder '${arg_RECIPES_DIR}'. Fix: pass RECIPES_DIR "
                         "<folder holding <variant>.toml>")
   endif()
-  _ptkit_python_tool(out "${fn}" -m ptkit.recipes cmake "${arg_RECIPES_DIR}" "${variant}")
-  # One "FIELD=value;value" per line.
-  string(REPLACE "\n" ";" lines "${out}")
-  foreach(line IN LISTS lines)
-    if(line MATCHES "^([A-Z_]+)=(.*)$")
-      string(REPLACE "," ";" value "${CMAKE_MATCH_2}")
-      set(PTKIT_RECIPE_${CMAKE_MATCH_1} "${value}" PARENT_SCOPE)
+  _ptkit_python_fields(field_ error -m ptkit.recipes cmake "${arg_RECIPES_DIR}" "${variant}")
+  if(error)
+    message(FATAL_ERROR "${fn}: ${error}")
+  endif()
+  foreach(key IN LISTS field_keys)
+    set(PTKIT_RECIPE_${key} "${field_${key}}" PARENT_SCOPE)
+  endforeach()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${arg_RECIPES_DIR}/${variant}.toml")
+endfunction()
+
+# _ptkit_toolkit_install_hint(<backend> <out_var>): "install recipe <v>'s [toolkit]
+# packages …: pip install …" when ptkit_read_recipe read a recipe of <backend> that has
+# them (the fix every toolkit message gives first), else "".
+function(_ptkit_toolkit_install_hint backend out_var)
+  set(hint "")
+  if(PTKIT_RECIPE_BACKEND STREQUAL backend AND PTKIT_RECIPE_TOOLKIT_INSTALL)
+    string(CONCAT hint "install recipe ${PTKIT_RECIPE_NAME}'s [toolkit] packages into the build "
+                       "Python (${Python_EXECUTABLE}): ${PTKIT_RECIPE_TOOLKIT_INSTALL}")
+    string(REPLACE ";" "\\;" hint "${hint}")
+  endif()
+  set(${out_var} "${hint}" PARENT_SCOPE)
+endfunction()
+
+# _ptkit_locate_toolkit(<backend> <prefix>): where the backend's compiler is, by
+# ptkit.backends' discovery order (python -m ptkit.backends toolkit <backend>; the cache
+# variables that name a toolkit are passed on as environment). Sets <prefix>_COMPILER,
+# <prefix>_ROOT and <prefix>_SOURCE in the caller, or <prefix>_REASON: why none was
+# found, with the fix (the recipe's [toolkit] packages first, when a recipe was read).
+function(_ptkit_locate_toolkit backend prefix)
+  set(env "")
+  foreach(var PTKIT_CUDA_ROOT PTKIT_HIP_ROOT PTKIT_ICPX)
+    if(${var})
+      list(APPEND env "${var}=${${var}}")
     endif()
   endforeach()
+  if(PTKIT_CUDA_USE_SYSTEM)
+    list(APPEND env "PTKIT_CUDA_USE_SYSTEM=1")
+  endif()
+  if(env)
+    set(PTKIT_PYTHON "${CMAKE_COMMAND}" -E env ${env} ${PTKIT_PYTHON})
+  endif()
+  _ptkit_toolkit_install_hint(${backend} hint)
+  _ptkit_python_fields(found_ error -m ptkit.backends toolkit ${backend} "--install-hint=${hint}")
+  foreach(key COMPILER ROOT SOURCE REASON)
+    set(${prefix}_${key} "${found_${key}}" PARENT_SCOPE)
+  endforeach()
+  if(error)
+    set(${prefix}_REASON "${error}" PARENT_SCOPE)
+  endif()
 endfunction()

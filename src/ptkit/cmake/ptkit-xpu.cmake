@@ -17,9 +17,10 @@ endif()
 set(PTKIT_ICPX "$ENV{PTKIT_ICPX}" CACHE FILEPATH
     "icpx (Intel oneAPI DPC++/C++ compiler) for SYCL sources; default: CMPLR_ROOT, ONEAPI_ROOT, /opt/intel/oneapi, PATH")
 
-# The fix every "not found" reason ends with.
+# The fix of an icpx that was found but does not work (a compiler not found at all gets
+# ptkit.backends.xpu's fix).
 set(_PTKIT_ICPX_FIX
-    "install oneAPI (apt intel-oneapi-compiler-dpcpp-cpp) and `source /opt/intel/oneapi/setvars.sh`, or set PTKIT_ICPX to icpx")
+    "repair that oneAPI install (`source /opt/intel/oneapi/setvars.sh` sets its environment), or point PTKIT_ICPX at a working icpx")
 
 # _ptkit_icpx_version(<icpx> <version_var> <error_var>): "2025.1.0" from the first line
 # of `icpx --version` ("Intel(R) oneAPI DPC++/C++ Compiler 2025.1.0 (2025.1.0.20250317)");
@@ -42,11 +43,10 @@ function(_ptkit_icpx_version icpx version_var error_var)
 endfunction()
 
 # ptkit_find_xpu_compiler(FOUND_VAR <v> REASON_VAR <v>)
-# Looks for icpx in PTKIT_ICPX (cache variable, else environment), then
-# $ENV{CMPLR_ROOT}/bin, $ENV{ONEAPI_ROOT}/compiler/latest/bin,
-# /opt/intel/oneapi/compiler/latest/bin, then PATH, and runs `icpx --version`.
-# Found: <FOUND_VAR> TRUE, <REASON_VAR> empty, and PTKIT_ICPX (the path) and
-# PTKIT_ICPX_VERSION ("2025.1.0", or "unknown") set in the caller's scope.
+# Finds icpx where ptkit.backends.xpu looks (PTKIT_ICPX, cache variable or environment:
+# that one or none; then CMPLR_ROOT, ONEAPI_ROOT, /opt/intel/oneapi, PATH) and runs
+# `icpx --version`. Found: <FOUND_VAR> TRUE, <REASON_VAR> empty, and PTKIT_ICPX (the
+# path) and PTKIT_ICPX_VERSION ("2025.1.0", or "unknown") set in the caller's scope.
 # Not found, or found but not runnable: <FOUND_VAR> FALSE and <REASON_VAR> one line
 # saying where it looked and how to fix it. Never an error: the caller decides whether
 # a missing XPU compiler skips the XPU library or fails the build.
@@ -58,60 +58,21 @@ function(ptkit_find_xpu_compiler)
                         "REASON_VAR <var>), got: ${ARGV}")
   endif()
   set(${arg_FOUND_VAR} FALSE PARENT_SCOPE)
-
-  set(explicit "${PTKIT_ICPX}")
-  if(NOT explicit)
-    set(explicit "$ENV{PTKIT_ICPX}")
-  endif()
-  set(icpx "")
-  if(explicit)
-    # Asked for by name: that one or none, never a silent fallback to another compiler.
-    if(NOT EXISTS "${explicit}" OR IS_DIRECTORY "${explicit}")
-      string(CONCAT reason "PTKIT_ICPX=${explicit} is not an icpx executable; point it at "
-                           "<oneAPI>/compiler/latest/bin/icpx or unset it")
-      set(${arg_REASON_VAR} "${reason}" PARENT_SCOPE)
-      return()
-    endif()
-    set(icpx "${explicit}")
-  else()
-    set(dirs "")
-    if(NOT "$ENV{CMPLR_ROOT}" STREQUAL "")
-      list(APPEND dirs "$ENV{CMPLR_ROOT}/bin")
-    endif()
-    if(NOT "$ENV{ONEAPI_ROOT}" STREQUAL "")
-      list(APPEND dirs "$ENV{ONEAPI_ROOT}/compiler/latest/bin")
-    endif()
-    list(APPEND dirs "/opt/intel/oneapi/compiler/latest/bin")
-    foreach(dir IN LISTS dirs)
-      if(EXISTS "${dir}/icpx" AND NOT IS_DIRECTORY "${dir}/icpx")
-        set(icpx "${dir}/icpx")
-        break()
-      endif()
-    endforeach()
-    if(NOT icpx)
-      find_program(on_path NAMES icpx PATHS ENV PATH NO_DEFAULT_PATH NO_CACHE)
-      if(on_path)
-        set(icpx "${on_path}")
-      endif()
-    endif()
-  endif()
-  if(NOT icpx)
-    string(CONCAT reason "icpx (Intel oneAPI DPC++/C++ compiler) not found in PTKIT_ICPX, CMPLR_ROOT, "
-                         "ONEAPI_ROOT, /opt/intel/oneapi or PATH; ${_PTKIT_ICPX_FIX}")
-    set(${arg_REASON_VAR} "${reason}" PARENT_SCOPE)
+  _ptkit_locate_toolkit(xpu toolkit)
+  if(toolkit_REASON)
+    set(${arg_REASON_VAR} "${toolkit_REASON}" PARENT_SCOPE)
     return()
   endif()
-
-  _ptkit_icpx_version("${icpx}" version error)
+  _ptkit_icpx_version("${toolkit_COMPILER}" version error)
   if(error)
     set(${arg_REASON_VAR} "${error}; ${_PTKIT_ICPX_FIX}" PARENT_SCOPE)
     return()
   endif()
   set(${arg_FOUND_VAR} TRUE PARENT_SCOPE)
   set(${arg_REASON_VAR} "" PARENT_SCOPE)
-  set(PTKIT_ICPX "${icpx}" PARENT_SCOPE)
+  set(PTKIT_ICPX "${toolkit_COMPILER}" PARENT_SCOPE)
   set(PTKIT_ICPX_VERSION "${version}" PARENT_SCOPE)
-  message(STATUS "ptkit: icpx ${version} at ${icpx}")
+  message(STATUS "ptkit: icpx ${version} at ${toolkit_COMPILER} (${toolkit_SOURCE})")
 endfunction()
 
 # _ptkit_xpu_target_flags(<devices> <jit> <targets_var> <backend_var>)

@@ -104,6 +104,32 @@ class Platform:
         ``default`` last."""
         return isa_levels(processor)
 
+    def isa_builds(
+        self, levels: Sequence[str], processor: str, compiler_id: str
+    ) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[str, ...]]:
+        """The ISA levels a CPU library is compiled for, with each one's flags, and the
+        levels skipped: ``levels`` in the given order (best first) that apply to this
+        processor and compiler (CMake's ``CMAKE_SYSTEM_PROCESSOR``,
+        ``CMAKE_CXX_COMPILER_ID``), then ``default``, always and last. A level other than
+        ``default`` with no flags for this compiler is skipped: it would be the baseline
+        again under another name. ``ValueError`` for a level no processor has."""
+        known = known_isa_levels()
+        unknown = [level for level in levels if level not in known]
+        if unknown:
+            raise ValueError(f"unknown CPU ISA level {unknown[0]!r}; known: {', '.join(known)}")
+        available = {level.name: level for level in self.isa_levels(processor)}
+        dialect = self.compiler_dialect(compiler_id)
+        builds: list[tuple[str, tuple[str, ...]]] = []
+        skipped: list[str] = []
+        for name in dict.fromkeys([*(lv for lv in levels if lv != "default"), "default"]):
+            level = available.get(name)
+            flags = level.flags.get(dialect) if level is not None else None
+            if level is None or flags is None or (not flags and name != "default"):
+                skipped.append(name)
+            else:
+                builds.append((name, flags))
+        return tuple(builds), tuple(skipped)
+
     def release_platform_for(self, machine: str) -> ReleasePlatform | None:
         for release in self.release_platforms:
             if machine.lower() in release.machines:
@@ -130,3 +156,9 @@ _PROCESSORS = {"x86_64": _X86_64_LEVELS, "amd64": _X86_64_LEVELS}
 def isa_levels(processor: str) -> tuple[IsaLevel, ...]:
     """The ISA levels ptkit knows for a processor; other processors have the baseline."""
     return _PROCESSORS.get(processor.lower(), _BASELINE_ONLY)
+
+
+def known_isa_levels() -> tuple[str, ...]:
+    """Every ISA level ptkit knows on any processor, best first (``default`` last)."""
+    names = [level.name for levels in _PROCESSORS.values() for level in levels]
+    return tuple(dict.fromkeys([*names, "default"]))

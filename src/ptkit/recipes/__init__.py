@@ -1,7 +1,7 @@
 """Variant recipes (``recipes/<variant>.toml``): what a variant is, in one model.
 
-``model`` holds the dataclasses (each field's docstring is its documentation), the
-parser, the JSON schema derived from them, and where a project's recipes live.
+``model`` holds the dataclasses (each field's docstring is its documentation) and what
+is derived from them: the parser, the JSON schema and the CMake feed.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from ptkit.recipes.model import (
     Release,
     Targets,
     Toolkit,
+    cmake_feed,
     json_schema,
     load_recipe,
     load_recipes,
+    parse_recipe,
     recipe_path,
     schema_text,
 )
@@ -25,9 +27,11 @@ __all__ = [
     "Release",
     "Targets",
     "Toolkit",
+    "cmake_feed",
     "json_schema",
     "load_recipe",
     "load_recipes",
+    "parse_recipe",
     "recipe_path",
     "schema_text",
 ]

@@ -3,28 +3,44 @@
 Standard library only: scikit-build-core's version provider and CMake
 (``python -m ptkit.recipes``, ``ptkit_read_recipe``) use it with any Python >= 3.10.
 
-The dataclasses below are the one description of the format. A recipe's TOML layout
-follows them: the scalar fields of ``Recipe`` are the ``[variant]`` table, each
-dataclass-typed field of ``Recipe`` is a table of its own (``[targets]``, ``[toolkit]``,
-``[release]``), field names become keys with ``-`` for ``_``, a field without a default
-is a required key, and each field's docstring is its documentation. ``json_schema()``
-derives ``recipes/recipe.schema.json`` from them (``python -m ptkit.recipes schema``, or
-``ptkit matrix --write``), so the loader, the schema and editors cannot disagree.
+The dataclasses below are the one description of the format; everything else is
+derived from them by walking their fields and type hints:
+
+- the TOML layout: the scalar fields of ``Recipe`` are the ``[variant]`` table, each
+  dataclass-typed field of ``Recipe`` is a table of its own (``[targets]``,
+  ``[toolkit]``, ``[release]``; ``X | None``: the table may be left out), field names
+  become keys with ``-`` for ``_``, a field without a default is a required key;
+- the parser (``parse_recipe``): ``str``, ``tuple[str, ...]`` (a list, no duplicates),
+  ``Literal`` and the metadata of ``_matching`` (a pattern), ``_one_of`` (a name from a
+  registry: ``ptkit.backends.BACKENDS``, ``ptkit.platforms.RELEASE_PLATFORMS``, the ISA
+  levels of ``ptkit.platforms``) and
+  ``_targets_of`` (a backend's target list, checked by ``Backend.target_problem``);
+  unknown keys get a did-you-mean, and every problem of a file is reported at once;
+- the JSON schema (``json_schema()``, ``recipes/recipe.schema.json``);
+- the CMake feed (``cmake_feed()``, ``python -m ptkit.recipes cmake``).
+
+Only the rules that relate two fields are written by hand (``_cross_field_problems``).
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import itertools
 import json
 import re
+import shlex
 import sys
 import types
 import typing
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
+
+from ptkit.backends import BACKENDS
+from ptkit.backends.base import did_you_mean
+from ptkit.platforms import RELEASE_PLATFORMS
+from ptkit.platforms.base import known_isa_levels
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,47 +48,51 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = [
-    "BACKENDS",
-    "BACKEND_PLATFORMS",
     "PLATFORMS",
     "Recipe",
     "RecipeError",
     "Release",
+    "Targets",
+    "Toolkit",
+    "cmake_feed",
     "json_schema",
     "load_recipe",
     "load_recipes",
+    "parse_recipe",
     "recipe_path",
     "schema_text",
 ]
 
-Backend = Literal["cpu", "cuda", "hip", "xpu", "metal"]
-Platform = Literal["manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "macosx_arm64", "win_amd64"]
-
-BACKENDS: tuple[Backend, ...] = typing.get_args(Backend)
-# Wheel platforms of the release: manylinux_2_28 because torch's own Linux wheels are
-# manylinux_2_28 (an older tag would promise what torch does not).
-PLATFORMS: tuple[Platform, ...] = typing.get_args(Platform)
-# Where each backend can run at all: a recipe may release on these platforms only.
-BACKEND_PLATFORMS: dict[Backend, tuple[Platform, ...]] = {
-    "cpu": PLATFORMS,
-    "cuda": ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64"),
-    "hip": ("manylinux_2_28_x86_64",),
-    "xpu": ("manylinux_2_28_x86_64", "win_amd64"),
-    "metal": ("macosx_arm64",),
-}
+# The release platforms' recipe names, in the order recipes list them (ptkit.platforms
+# holds them; kept here for the release matrix, which imports it from this module).
+PLATFORMS: tuple[str, ...] = tuple(RELEASE_PLATFORMS)
 
 _LOCAL_LABEL = re.compile(r"^[a-z0-9]+(?:[.][a-z0-9]+)*$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9.]*$")
-_CUDA_TARGET = re.compile(r"^(sm|compute)_[0-9]{2,3}[af]?$")
-_HIP_TARGET = re.compile(r"^gfx[0-9a-f]+(-[0-9]+)*(-generic)?(:[a-z]+[+-])*$")
-_XPU_TARGET = re.compile(r"^[a-z][a-z0-9_.-]*$")
 _INDEX_URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
 
-def _pattern(regex: re.Pattern[str], **kwargs: Any) -> Any:
-    """A field whose value (or, for lists, each item) must match ``regex``: the loader
-    and the JSON schema read the same pattern from the field's metadata."""
-    return dataclasses.field(metadata={"pattern": regex.pattern}, **kwargs)
+def _matching(regex: re.Pattern[str], meaning: str, **kwargs: Any) -> Any:
+    """A string field (or, for a list, each item) that must match ``regex``; ``meaning``
+    says what it is, for messages (``a PEP 440 local label (…)``)."""
+    return dataclasses.field(metadata={"pattern": regex.pattern, "meaning": meaning}, **kwargs)
+
+
+def _one_of(names: Iterable[str], what: str, **kwargs: Any) -> Any:
+    """A string field (or each item of a list) that must be one of ``names``: ``what`` is
+    one of them called, for messages (``backend``, ``release platform``)."""
+    return dataclasses.field(metadata={"choices": tuple(names), "what": what}, **kwargs)
+
+
+def _targets_of(backend: str, *, optional: bool = False) -> Any:
+    """A list of ``backend``'s targets: each one checked by that backend's
+    ``target_problem``, set only in a recipe of that backend. ``optional``: the targets
+    that may be dropped when the compiler lacks them."""
+    if backend not in BACKENDS:
+        raise ValueError(f"_targets_of: no backend {backend!r} in ptkit.backends.BACKENDS")
+    return dataclasses.field(
+        default=(), metadata={"backend": backend, "optional_targets": optional}
+    )
 
 
 class RecipeError(ValueError):
@@ -83,17 +103,17 @@ class RecipeError(ValueError):
 class Targets:
     """What the variant's native code is compiled for."""
 
-    isa: tuple[str, ...] = ()
-    """CPU instruction-set levels dispatched at run time ("default" is the baseline)."""
-    cuda: tuple[str, ...] = _pattern(_CUDA_TARGET, default=())
+    isa: tuple[str, ...] = _one_of(known_isa_levels(), "CPU ISA level", default=())
+    """CPU instruction-set levels dispatched at run time, best first ("default", the baseline, is always built, last); a level the build machine's processor lacks is skipped."""
+    cuda: tuple[str, ...] = _targets_of("cuda")
     """CUDA targets: ``sm_XY`` (SASS, ``a``/``f`` suffixes allowed) and ``compute_XY`` (PTX)."""
-    cuda_optional: tuple[str, ...] = _pattern(_CUDA_TARGET, default=())
+    cuda_optional: tuple[str, ...] = _targets_of("cuda", optional=True)
     """CUDA targets that may be dropped (recorded in the manifest) when the toolkit lacks them."""
-    hip: tuple[str, ...] = _pattern(_HIP_TARGET, default=())
+    hip: tuple[str, ...] = _targets_of("hip")
     """AMD GPU targets: ``gfx942``, ``gfx1100``, generic ``gfx11-generic``, feature-qualified ``gfx90a:xnack+``."""
-    hip_optional: tuple[str, ...] = _pattern(_HIP_TARGET, default=())
+    hip_optional: tuple[str, ...] = _targets_of("hip", optional=True)
     """AMD GPU targets that may be dropped (recorded in the manifest) when the compiler lacks them."""
-    xpu: tuple[str, ...] = _pattern(_XPU_TARGET, default=())
+    xpu: tuple[str, ...] = _targets_of("xpu")
     """Intel GPU devices compiled ahead of time (``pvc``, ``bmg``…) and ``spir64`` for the JIT fallback."""
 
 
@@ -107,8 +127,19 @@ class Toolkit:
     """The toolkit version the recipe is pinned to (``13.5``)."""
     packages: tuple[str, ...] = ()
     """pip requirements that provide it (``nvidia-cuda-nvcc==13.5.*`` …)."""
-    index_url: str = ""
+    index_url: str = _matching(
+        _INDEX_URL, "an http(s) URL (https://rocm.nightlies.amd.com/v2/gfx94X-dcgpu/)", default=""
+    )
     """The package index they come from, when it is not PyPI (TheRock's for ROCm)."""
+
+    @property
+    def pip_install(self) -> str:
+        """The command that installs the packages (``pip install --index-url … 'a' 'b'``),
+        for messages; "" when the toolkit is not on a package index."""
+        if not self.packages:
+            return ""
+        index = ["--index-url", self.index_url] if self.index_url else []
+        return shlex.join(["pip", "install", *index, *self.packages])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -116,7 +147,7 @@ class Release:
     """How the release pipeline builds and tests the variant (``ptkit matrix`` turns it
     into cibuildwheel's configuration and the release workflow)."""
 
-    platforms: tuple[Platform, ...]
+    platforms: tuple[str, ...] = _one_of(RELEASE_PLATFORMS, "platform")
     """Platforms a wheel is built for: one ``py3-none`` wheel each, tested on every CPython. Only those the backend runs on are allowed (metal: ``macosx_arm64``; hip: ``manylinux_2_28_x86_64`` …)."""
     test_command: str
     """Run by cibuildwheel in a fresh environment with the wheel installed, on each CPython, and by `ptkit build`'s smoke stage (``python -m ptkit_ops.smoke``, ``python -m ptkit.runtime.smoke mypkg``); a non-zero exit fails the release."""
@@ -126,17 +157,21 @@ class Release:
 class Recipe:
     """One variant: one wheel per platform, one index page."""
 
-    name: str = _pattern(_VARIANT_NAME)
+    name: str = _matching(_VARIANT_NAME, "a variant name (lower-case letters, digits and dots)")
     """Variant name, also the recipe's file stem (``cpu``, ``cu13`` …)."""
-    backend: Backend
+    backend: str = _one_of(BACKENDS, "backend")
     """The accelerator backend."""
     description: str = ""
     """One line for humans."""
-    local_version: str = _pattern(_LOCAL_LABEL)
+    local_version: str = _matching(
+        _LOCAL_LABEL, "a PEP 440 local label (lower-case letters, digits and dots)"
+    )
     """PEP 440 local label appended to the version (``0.1.0+cpu``)."""
     index_path: str = ""
     """Folder under the index root holding this variant's ``simple/`` tree (default: the name)."""
-    torch_index_url: str = _pattern(_INDEX_URL, default="")
+    torch_index_url: str = _matching(
+        _INDEX_URL, "an http(s) URL (https://download.pytorch.org/whl/cu130)", default=""
+    )
     """The package index of the PyTorch build this variant runs with (``https://download.pytorch.org/whl/cu130``; PyPI for macOS). ``ptkit select`` puts it in the install commands beside the variant's own index; empty: torch comes from PyPI."""
     targets: Targets = Targets()
     """Compilation targets."""
@@ -145,24 +180,30 @@ class Recipe:
     release: Release | None = None
     """The release pipeline's platforms and test; a recipe without it is built locally only (``ptkit matrix`` requires it)."""
 
+    def backend_targets(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The recipe backend's own target lists: (targets, optional targets)."""
+        required: list[str] = []
+        optional: list[str] = []
+        for field in dataclasses.fields(Targets):
+            if field.metadata.get("backend") == self.backend:
+                into = optional if field.metadata["optional_targets"] else required
+                into.extend(getattr(self.targets, field.name))
+        return tuple(required), tuple(optional)
 
-# Which backend may use which target list (the others must leave it empty).
-_TARGET_OWNERS: dict[str, Backend] = {
-    "cuda": "cuda",
-    "cuda_optional": "cuda",
-    "hip": "hip",
-    "hip_optional": "hip",
-    "xpu": "xpu",
-}
+
+# --- the model, walked ------------------------------------------------------------------
+
+_Field = tuple["dataclasses.Field[Any]", Any]
 
 
 def _key(field_name: str) -> str:
     return field_name.replace("_", "-")
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    # globalns: this module may be loaded by path under any name (or none).
-    return typing.get_type_hints(cls, globalns=globals())
+def _fields(cls: type) -> list[_Field]:
+    """The fields of a dataclass with their resolved type hints."""
+    hints = typing.get_type_hints(cls)
+    return [(field, hints[field.name]) for field in dataclasses.fields(cls)]
 
 
 def _unwrap_optional(hint: Any) -> Any:
@@ -172,220 +213,234 @@ def _unwrap_optional(hint: Any) -> Any:
     return hint
 
 
-def _table_fields() -> dict[str, type]:
-    """``Recipe``'s dataclass-typed fields: each one is a TOML table of that name."""
-    tables = {}
-    for name, hint in _hints(Recipe).items():
-        hint = _unwrap_optional(hint)
-        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-            tables[name] = hint
-    return tables
+def _table_type(hint: Any) -> type | None:
+    """The dataclass a field's hint names (``Release | None`` -> ``Release``), else None."""
+    hint = _unwrap_optional(hint)
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
 
 
-def _variant_fields() -> list[dataclasses.Field[Any]]:
-    """``Recipe``'s scalar fields: the keys of the ``[variant]`` table."""
-    tables = _table_fields()
-    return [f for f in dataclasses.fields(Recipe) if f.name not in tables]
-
-
-def _keys(fields: typing.Iterable[dataclasses.Field[Any]]) -> set[str]:
-    return {_key(f.name) for f in fields}
+def _split(cls: type) -> tuple[list[_Field], list[_Field]]:
+    """``Recipe``'s fields: the scalars (the ``[variant]`` table) and the tables."""
+    fields = _fields(cls)
+    return (
+        [f for f in fields if _table_type(f[1]) is None],
+        [f for f in fields if _table_type(f[1]) is not None],
+    )
 
 
 def _required(field: dataclasses.Field[Any]) -> bool:
     return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
 
 
-def recipe_path(variant: str, recipes_dir: Path) -> Path:
-    return recipes_dir / f"{variant}.toml"
+def _choices(hint: Any, metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    if typing.get_origin(hint) is Literal:
+        return tuple(typing.get_args(hint))
+    return tuple(metadata.get("choices", ()))
 
 
-def _did_you_mean(value: str, known: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(value, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def _item_hint(hint: Any) -> Any:
+    """``X`` of ``tuple[X, ...]``; None for any other hint."""
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return args[0]
+    return None
 
 
-def _unknown(keys: set[str], known: set[str], where: str) -> list[str]:
+def _expected(hint: Any, metadata: Mapping[str, Any]) -> str:
+    """What a value of this field looks like, for messages: ``a string``, ``a list of
+    CUDA targets``, ``a backend (cpu, cuda …)``."""
+    hint = _unwrap_optional(hint)
+    if _table_type(hint) is not None:
+        return "a table"
+    item = _item_hint(hint)
+    plural = "s" if item is not None else ""
+    choices = _choices(item if item is not None else hint, metadata)
+    if choices:
+        noun = f"{metadata.get('what', 'value')}{plural} ({', '.join(choices)})"
+    elif "backend" in metadata:
+        noun = f"{BACKENDS[metadata['backend']].title} target{plural}"
+    elif "meaning" in metadata:
+        if item is None:
+            return str(metadata["meaning"])  # with its own article: "an http(s) URL (…)"
+        noun = str(metadata["meaning"]).split(" (")[0].split(" ", 1)[1] + "s"
+    else:
+        noun = f"string{plural}"
+    if item is not None:
+        return f"a list of {noun}"
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+_INVALID: Any = object()  # a value that failed (its problem is recorded)
+
+
+def _unknown_keys(table: Mapping[str, Any], known: Iterable[str], where: str) -> list[str]:
+    known = sorted(known)
     return [
-        f"unknown key {where}{key!r}{_did_you_mean(key, known)}" for key in sorted(keys - known)
+        f"unknown key {where}{key!r}{did_you_mean(key, known)}"
+        for key in sorted(set(table) - set(known))
     ]
 
 
-def _table(data: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        problems.append(f"{key} must be a table ([{key}]), got {value!r}")
-        return {}
-    return value
+def _string_problem(value: str, hint: Any, metadata: Mapping[str, Any]) -> str | None:
+    """Why a string is not a valid value of the field, or None."""
+    choices = _choices(hint, metadata)
+    if choices and value not in choices:
+        what = metadata.get("what", "value")
+        return (
+            f"{value!r} is not a {what}{did_you_mean(value, choices)}; expected one of "
+            f"{', '.join(choices)}"
+        )
+    pattern = metadata.get("pattern")
+    if pattern and not re.match(pattern, value):
+        return f"{value!r} is not {metadata['meaning']}"
+    backend = metadata.get("backend")
+    if backend:
+        return BACKENDS[backend].target_problem(value)
+    return None
 
 
-def _str(table: dict[str, Any], key: str, where: str, problems: list[str]) -> str:
-    value = table.get(key)
-    if not isinstance(value, str) or not value:
-        problems.append(f"{where}{key} must be a non-empty string, got {value!r}")
-        return ""
-    return value
+def _parse_value(
+    hint: Any,
+    raw: Any,
+    where: str,
+    field: dataclasses.Field[Any],
+    problems: list[str],
+) -> Any:
+    """One TOML value as the field's type: a dict of parsed values for a table, a tuple
+    for a list, the string itself; ``_INVALID`` (the problem recorded) when it is not."""
+    hint = _unwrap_optional(hint)
+    table = _table_type(hint)
+    if table is not None:
+        if not isinstance(raw, dict):
+            problems.append(f"{where} must be a table ([{where}]), got {raw!r}")
+            return _INVALID
+        return _parse_table(_fields(table), raw, f"{where}.", problems)
+    item = _item_hint(hint)
+    if item is not None:
+        if not isinstance(raw, list):
+            problems.append(f"{where} must be {_expected(hint, field.metadata)}, got {raw!r}")
+            return _INVALID
+        items: list[Any] = []
+        for value in raw:
+            if not isinstance(value, str):
+                problems.append(f"{where}: {value!r} is not a string")
+            elif value in items:
+                problems.append(f"{where}: {value!r} is listed twice; list it once")
+            elif (problem := _string_problem(value, item, field.metadata)) is not None:
+                problems.append(f"{where}: {problem}")
+            else:
+                items.append(value)
+        if _required(field) and not raw:
+            problems.append(f"{where} must not be empty ({_expected(hint, field.metadata)})")
+        return tuple(items)
+    if hint is str or typing.get_origin(hint) is Literal:
+        if not isinstance(raw, str):
+            problems.append(f"{where} must be a string, got {raw!r}")
+            return _INVALID
+        if _required(field) and not raw.strip():
+            problems.append(f"{where} must not be empty ({_expected(hint, field.metadata)})")
+            return _INVALID
+        problem = _string_problem(raw, hint, field.metadata) if raw else None
+        if problem is not None:
+            problems.append(f"{where}: {problem}")
+            return _INVALID
+        return raw
+    raise TypeError(f"ptkit.recipes: no parser for {hint!r} ({where}); extend _parse_value")
 
 
-def _optional_str(table: dict[str, Any], key: str, where: str, problems: list[str]) -> str:
-    value = table.get(key, "")
-    if not isinstance(value, str):
-        problems.append(f"{where}{key} must be a string, got {value!r}")
-        return ""
-    return value
+def _parse_table(
+    fields: list[_Field],
+    table: Mapping[str, Any],
+    where: str,
+    problems: list[str],
+    *,
+    also_known: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The fields' values found in ``table`` (keys with ``-``), checked; a problem for
+    each unknown key, missing required key and invalid value."""
+    problems.extend(_unknown_keys(table, [*(_key(f.name) for f, _ in fields), *also_known], where))
+    values: dict[str, Any] = {}
+    for field, hint in fields:
+        key = _key(field.name)
+        if key not in table:
+            if _required(field):
+                problems.append(f"{where}{key} is missing ({_expected(hint, field.metadata)})")
+            continue
+        value = _parse_value(hint, table[key], f"{where}{key}", field, problems)
+        if value is not _INVALID:
+            values[field.name] = value
+    return values
 
 
-def _str_list(table: dict[str, Any], key: str, where: str, problems: list[str]) -> tuple[str, ...]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(i, str) for i in value):
-        problems.append(f"{where}{key} must be a list of strings, got {value!r}")
-        return ()
-    return tuple(value)
-
-
-def _parse_targets(table: dict[str, Any], backend: str, problems: list[str]) -> Targets:
-    problems.extend(_unknown(set(table), _keys(dataclasses.fields(Targets)), "targets."))
-    values = {
-        f.name: _str_list(table, _key(f.name), "targets.", problems)
-        for f in dataclasses.fields(Targets)
-    }
-    for target in (*values["cuda"], *values["cuda_optional"]):
-        if not _CUDA_TARGET.match(target):
+def _cross_field_problems(values: Mapping[str, Any], variant: str) -> list[str]:
+    """The rules that relate two fields: the file is named after the variant; a target
+    list is only for its own backend; a backend releases only where it runs."""
+    problems = []
+    name = values.get("name")
+    if name and name != variant:
+        problems.append(
+            f"variant.name is {name!r} but the file is {variant}.toml: rename one of them"
+        )
+    backend = values.get("backend")
+    if not backend:  # missing or invalid: reported once, as its own problem
+        return problems
+    targets = values.get("targets", {})
+    for field in dataclasses.fields(Targets):
+        owner = field.metadata.get("backend")
+        if owner and owner != backend and targets.get(field.name):
             problems.append(
-                f"targets.cuda: {target!r} is not a CUDA target (expected sm_90, sm_90a, "
-                "sm_100f or compute_120)"
+                f"targets.{_key(field.name)} is set but the backend is {backend!r}, not "
+                f"{owner!r}: remove it, or set variant.backend = {owner!r}"
             )
-    for target in (*values["hip"], *values["hip_optional"]):
-        if not _HIP_TARGET.match(target):
-            problems.append(
-                f"targets.hip: {target!r} is not an AMD GPU target (expected gfx942, gfx1100, "
-                "gfx11-generic or gfx90a:xnack+)"
-            )
-    for target in values["xpu"]:
-        if not _XPU_TARGET.match(target):
-            problems.append(
-                f"targets.xpu: {target!r} is not an Intel GPU device name (pvc, bmg, spir64)"
-            )
-    for owner in ("cuda", "hip", "xpu"):
-        used = any(values[f] for f, o in _TARGET_OWNERS.items() if o == owner)
-        if backend and backend != owner and used:
-            problems.append(f"targets.{owner} is set but the backend is {backend!r}, not {owner!r}")
-    return Targets(**values)
-
-
-def _parse_toolkit(table: dict[str, Any], problems: list[str]) -> Toolkit:
-    problems.extend(_unknown(set(table), _keys(dataclasses.fields(Toolkit)), "toolkit."))
-    return Toolkit(
-        name=_optional_str(table, "name", "toolkit.", problems),
-        version=_optional_str(table, "version", "toolkit.", problems),
-        packages=_str_list(table, "packages", "toolkit.", problems),
-        index_url=_optional_str(table, "index-url", "toolkit.", problems),
-    )
-
-
-def _allowed_platforms(backend: str) -> tuple[Platform, ...]:
-    """The platforms ``backend`` runs on; all of them when the backend itself is invalid
-    (that is reported once, as its own problem)."""
-    for known, platforms in BACKEND_PLATFORMS.items():
-        if known == backend:
-            return platforms
-    return PLATFORMS
-
-
-def _parse_platforms(
-    value: tuple[str, ...], backend: str, problems: list[str]
-) -> tuple[Platform, ...]:
-    allowed = _allowed_platforms(backend)
-    platforms: list[Platform] = []
-    for platform in value:
-        if platform not in PLATFORMS:
-            hint = _did_you_mean(platform, PLATFORMS)
-            problems.append(
-                f"release.platforms: {platform!r} is not a platform{hint}; "
-                f"expected one of {', '.join(PLATFORMS)}"
-            )
-        elif platform not in allowed:
+    allowed = BACKENDS[backend].release_platforms
+    for platform in (values.get("release") or {}).get("platforms", ()):
+        if platform not in allowed:
             problems.append(
                 f"release.platforms: {platform!r} is not allowed for backend {backend!r} "
                 f"(allowed: {', '.join(allowed)}); remove it or change the backend"
             )
-        elif platform in platforms:
-            problems.append(f"release.platforms: {platform!r} is listed twice; list it once")
-        else:
-            platforms.append(platform)
-    return tuple(platforms)
+    return problems
 
 
-def _parse_release(table: dict[str, Any], backend: str, problems: list[str]) -> Release:
-    problems.extend(_unknown(set(table), _keys(dataclasses.fields(Release)), "release."))
-    raw = _str_list(table, "platforms", "release.", problems)
-    if "platforms" not in table or (isinstance(table["platforms"], list) and not raw):
-        allowed = ", ".join(_allowed_platforms(backend))
-        problems.append(
-            f"release.platforms must list at least one platform ({allowed}), "
-            f"got {table.get('platforms')!r}"
-        )
-    return Release(
-        platforms=_parse_platforms(raw, backend, problems),
-        test_command=_str(table, "test-command", "release.", problems),
-    )
+def _build(cls: type, values: Mapping[str, Any]) -> Any:
+    """The dataclass ``cls`` from parsed values (nested tables built too)."""
+    kwargs = {}
+    for field, hint in _fields(cls):
+        if field.name in values:
+            value = values[field.name]
+            table = _table_type(hint)
+            kwargs[field.name] = _build(table, value) if table is not None else value
+    return cls(**kwargs)
 
 
-def parse_recipe(data: dict[str, Any], variant: str, source: str) -> Recipe:
+def parse_recipe(data: Mapping[str, Any], variant: str, source: str) -> Recipe:
     """Validate one recipe's parsed TOML; raise ``RecipeError`` listing all problems.
 
     ``source`` names the file in the message (``recipes/cu13.toml``)."""
-    tables = _table_fields()
-    problems = _unknown(set(data), {"variant", *(_key(t) for t in tables)}, "")
-    table = _table(data, "variant", problems)
-    problems.extend(_unknown(set(table), _keys(_variant_fields()), "variant."))
-
-    name = _str(table, "name", "variant.", problems)
-    if name and name != variant:
-        problems.append(f"variant.name is {name!r} but the file is {variant}.toml")
-    if name and not _VARIANT_NAME.match(name):
-        problems.append(f"variant.name {name!r} must match {_VARIANT_NAME.pattern}")
-    backend = _str(table, "backend", "variant.", problems)
-    if backend and backend not in BACKENDS:
-        problems.append(
-            f"variant.backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
-            f"{_did_you_mean(backend, BACKENDS)}"
-        )
-        backend = ""
-    local = _str(table, "local-version", "variant.", problems)
-    if local and not _LOCAL_LABEL.match(local):
-        problems.append(
-            f"variant.local-version {local!r} is not a PEP 440 local label "
-            "(lower-case letters, digits and dots)"
-        )
-    description = _optional_str(table, "description", "variant.", problems)
-    index_path = _optional_str(table, "index-path", "variant.", problems) or name
-    torch_index_url = _optional_str(table, "torch-index-url", "variant.", problems)
-    if torch_index_url and not _INDEX_URL.match(torch_index_url):
-        problems.append(
-            f"variant.torch-index-url {torch_index_url!r} is not an http(s) URL "
-            "(expected https://download.pytorch.org/whl/cu130)"
-        )
-
-    targets = _parse_targets(_table(data, "targets", problems), backend, problems)
-    toolkit = _parse_toolkit(_table(data, "toolkit", problems), problems)
-    release = None
-    if "release" in data:
-        release = _parse_release(_table(data, "release", problems), backend, problems)
-
+    problems: list[str] = []
+    scalars, tables = _split(Recipe)
+    # The tables (and [variant]) at the top level; the scalars inside [variant].
+    values = _parse_table(tables, data, "", problems, also_known=["variant"])
+    if "variant" not in data:
+        problems.append("the [variant] table is missing (name, backend, local-version)")
+    elif not isinstance(data["variant"], dict):
+        problems.append(f"variant must be a table ([variant]), got {data['variant']!r}")
+    else:
+        values.update(_parse_table(scalars, data["variant"], "variant.", problems))
+    problems.extend(_cross_field_problems(values, variant))
     if problems:
         raise RecipeError(f"{source}: " + "; ".join(problems))
-    return Recipe(
-        name=name,
-        backend=typing.cast("Backend", backend),
-        description=description,
-        local_version=local,
-        index_path=index_path,
-        torch_index_url=torch_index_url,
-        targets=targets,
-        toolkit=toolkit,
-        release=release,
-    )
+    if not values.get("index_path"):
+        values["index_path"] = values["name"]
+    recipe: Recipe = _build(Recipe, values)
+    return recipe
+
+
+def recipe_path(variant: str, recipes_dir: Path) -> Path:
+    return recipes_dir / f"{variant}.toml"
 
 
 def load_recipe(variant: str, recipes_dir: Path) -> Recipe:
@@ -410,7 +465,48 @@ def load_recipes(recipes_dir: Path) -> dict[str, Recipe]:
     return {p.stem: load_recipe(p.stem, recipes_dir) for p in sorted(recipes_dir.glob("*.toml"))}
 
 
-# --- JSON schema, derived from the dataclasses above -------------------------------
+# --- the CMake feed ---------------------------------------------------------------------
+
+
+def _cmake_name(field_name: str) -> str:
+    return field_name.upper()
+
+
+def _cmake_value(value: str | tuple[str, ...]) -> str:
+    """A CMake value on one line: a list joined with ``;`` (an item's own ``;`` escaped as
+    CMake does, ``\\;``); line breaks become spaces."""
+    text = ";".join(v.replace(";", "\\;") for v in value) if isinstance(value, tuple) else value
+    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+
+
+def cmake_feed(recipe: Recipe) -> list[tuple[str, str]]:
+    """What ``ptkit_read_recipe`` sets, as ``(FIELD, value)``: each scalar field of the
+    ``[variant]`` table as ``<FIELD>`` (``NAME``, ``BACKEND`` …), each field of a table as
+    ``<TABLE>_<FIELD>`` (``TARGETS_CUDA``, ``TOOLKIT_PACKAGES``; a table the recipe leaves
+    out gives empty values), then ``TARGETS`` and ``OPTIONAL_TARGETS`` (the recipe
+    backend's own target lists) and ``TOOLKIT_INSTALL`` (the pip command of its toolkit)."""
+    feed: list[tuple[str, str]] = []
+    for field, hint in _fields(Recipe):
+        value = getattr(recipe, field.name)
+        table = _table_type(hint)
+        if table is None:
+            feed.append((_cmake_name(field.name), _cmake_value(value)))
+            continue
+        for sub, sub_hint in _fields(table):
+            if _table_type(sub_hint) is not None:
+                raise TypeError(f"cmake_feed: a table inside [{field.name}]; extend cmake_feed")
+            sub_value = getattr(value, sub.name) if value is not None else ""
+            feed.append(
+                (f"{_cmake_name(field.name)}_{_cmake_name(sub.name)}", _cmake_value(sub_value))
+            )
+    targets, optional = recipe.backend_targets()
+    feed.append(("TARGETS", _cmake_value(targets)))
+    feed.append(("OPTIONAL_TARGETS", _cmake_value(optional)))
+    feed.append(("TOOLKIT_INSTALL", recipe.toolkit.pip_install))
+    return feed
+
+
+# --- JSON schema ------------------------------------------------------------------------
 
 
 def _docstrings() -> dict[str, dict[str, str]]:
@@ -439,47 +535,46 @@ def _plain(doc: str) -> str:
     return " ".join(doc.replace("``", "`").split())
 
 
-def _type_schema(hint: Any, *, required: bool, pattern: str | None) -> dict[str, Any]:
-    """The JSON Schema of one field's type: strings (with the field's pattern), enums from
-    ``Literal``, arrays from ``tuple[X, ...]``."""
+def _value_schema(hint: Any, metadata: Mapping[str, Any], *, required: bool) -> dict[str, Any]:
+    """The JSON Schema of one value: strings (enum, pattern, a backend's target pattern),
+    arrays of them (unique items, at least one when required)."""
     hint = _unwrap_optional(hint)
-    if typing.get_origin(hint) is Literal:
-        return {"type": "string", "enum": list(typing.get_args(hint))}
-    if hint is str:
-        schema: dict[str, Any] = {"type": "string"}
+    item = _item_hint(hint)
+    if item is not None:
+        schema: dict[str, Any] = {
+            "type": "array",
+            "items": _value_schema(item, metadata, required=False),
+            "uniqueItems": True,
+        }
         if required:
+            schema["minItems"] = 1
+        return schema
+    if hint is str or typing.get_origin(hint) is Literal:
+        schema = {"type": "string"}
+        choices = _choices(hint, metadata)
+        if choices:
+            schema["enum"] = list(choices)
+        elif required:
             schema["minLength"] = 1
+        pattern = metadata.get("pattern")
+        if "backend" in metadata:
+            pattern = BACKENDS[metadata["backend"]].target_pattern
         if pattern:
             schema["pattern"] = pattern
         return schema
-    if typing.get_origin(hint) is tuple:
-        item = typing.get_args(hint)[0]
-        schema = {"type": "array", "items": _type_schema(item, required=False, pattern=pattern)}
-        if required:
-            schema["minItems"] = 1
-        if typing.get_origin(item) is Literal:
-            schema["uniqueItems"] = True
-        return schema
-    raise TypeError(f"json_schema: no JSON type for {hint!r}; extend _type_schema")
+    raise TypeError(f"json_schema: no JSON type for {hint!r}; extend _value_schema")
 
 
 def _object_schema(
-    fields: typing.Iterable[dataclasses.Field[Any]],
-    hints: dict[str, Any],
-    docs: dict[str, str],
-    description: str,
+    fields: list[_Field], docs: Mapping[str, dict[str, str]], cls_name: str, description: str
 ) -> dict[str, Any]:
-    fields = list(fields)
     properties = {}
-    for field in fields:
-        prop = _type_schema(
-            hints[field.name], required=_required(field), pattern=field.metadata.get("pattern")
-        )
-        if field.name in docs:
-            prop = {"description": docs[field.name], **prop}
-        properties[_key(field.name)] = prop
+    for field, hint in fields:
+        prop = _value_schema(hint, field.metadata, required=_required(field))
+        doc = docs[cls_name].get(field.name)
+        properties[_key(field.name)] = {"description": doc, **prop} if doc else prop
     schema: dict[str, Any] = {"description": description, "type": "object"}
-    required = [_key(f.name) for f in fields if _required(f)]
+    required = [_key(f.name) for f, _ in fields if _required(f)]
     if required:
         schema["required"] = required
     schema["properties"] = properties
@@ -488,19 +583,20 @@ def _object_schema(
 
 
 def _backend_rules() -> list[dict[str, Any]]:
-    """What depends on the backend: the platforms it may release on, the target lists it
-    may set. One ``if``/``then`` per backend, from ``BACKEND_PLATFORMS`` and ``_TARGET_OWNERS``."""
+    """The cross-field rules the schema can say: per backend, the platforms it may release
+    on and the other backends' target lists it must leave empty (``if``/``then``)."""
     rules = []
-    for backend in BACKENDS:
+    owned = {f.name: f.metadata.get("backend") for f in dataclasses.fields(Targets)}
+    for name, backend in BACKENDS.items():
         forbidden = {
-            _key(f): {"maxItems": 0} for f, owner in _TARGET_OWNERS.items() if owner != backend
+            _key(f): {"maxItems": 0} for f, owner in owned.items() if owner and owner != name
         }
         rules.append(
             {
                 "if": {
                     "properties": {
                         "variant": {
-                            "properties": {"backend": {"const": backend}},
+                            "properties": {"backend": {"const": name}},
                             "required": ["backend"],
                         }
                     },
@@ -510,7 +606,7 @@ def _backend_rules() -> list[dict[str, Any]]:
                     "properties": {
                         "release": {
                             "properties": {
-                                "platforms": {"items": {"enum": list(BACKEND_PLATFORMS[backend])}}
+                                "platforms": {"items": {"enum": list(backend.release_platforms)}}
                             }
                         },
                         "targets": {"properties": forbidden},
@@ -524,20 +620,20 @@ def _backend_rules() -> list[dict[str, Any]]:
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a recipe file, derived from the dataclasses."""
     docs = _docstrings()
-    recipe_hints = _hints(Recipe)
-    variant = _object_schema(
-        _variant_fields(), recipe_hints, docs["Recipe"], _plain(Recipe.__doc__ or "")
-    )
-    properties: dict[str, Any] = {"variant": variant}
+    scalars, tables = _split(Recipe)
+    properties: dict[str, Any] = {
+        "variant": _object_schema(scalars, docs, "Recipe", _plain(Recipe.__doc__ or ""))
+    }
     required = ["variant"]
-    for name, cls in _table_fields().items():
-        field = next(f for f in dataclasses.fields(Recipe) if f.name == name)
-        description = docs["Recipe"].get(name, "") + " " + _plain(cls.__doc__ or "")
-        properties[_key(name)] = _object_schema(
-            dataclasses.fields(cls), _hints(cls), docs[cls.__name__], description.strip()
+    for field, hint in tables:
+        table = _table_type(hint)
+        assert table is not None
+        description = docs["Recipe"].get(field.name, "") + " " + _plain(table.__doc__ or "")
+        properties[_key(field.name)] = _object_schema(
+            _fields(table), docs, table.__name__, description.strip()
         )
         if _required(field):
-            required.append(_key(name))
+            required.append(_key(field.name))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$comment": "Generated from src/ptkit/recipes/model.py by `ptkit matrix --write` "

@@ -1,17 +1,19 @@
 """``ptkit new NAME``: a new extension project that ptkit builds, ships and loads.
 
-The project is written from the templates in ``templates/`` (package data; ``*.tmpl``
-files, so that no linter or type checker takes them for ptkit's own code) with three
-substitutions: ``{{name}}`` (the package and op namespace), ``{{ptkit_version}}`` (the
-ptkit that wrote it: the oldest the project may build with) and
-``{{ptkit_requirement}}``; and one kind of block, ``{{#backend}} … {{/backend}}``, kept
-only when that backend was chosen. The cibuildwheel configuration and the release
+The project depends on the ``ptkit`` toolkit only (its CMake package, version provider,
+build pipeline and loader; nobody's kernels). It is written from the templates in
+``templates/`` (package data; ``*.tmpl`` files, so that no linter or type checker takes
+them for ptkit's own code) with these substitutions: ``{{name}}`` (the package and op
+namespace), ``{{ptkit_version}}`` (the ptkit that wrote it: the oldest the project may
+build with), ``{{ptkit_requirement}}`` (that version up to the next minor while ptkit is
+0.x, as its CMake package's version check allows) and ``{{backends}}``; and one kind of
+block, ``{{#backend}} … {{/backend}}``, kept only when that backend was chosen. The cibuildwheel configuration and the release
 workflow are not templates: :mod:`ptkit.release.matrix` generates them from the new
 project's recipes, as ``ptkit matrix --write`` would.
 
 Everything is written into a temporary folder beside the target and renamed into place
 at the end, so a failure leaves nothing half-written. Standard library only (plus
-ptkit's build modules): the command does not import torch.
+ptkit.release's matrix): the command does not import torch.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ptkit.backends import BACKENDS
+
 __all__ = [
     "SUPPORTED_BACKENDS",
     "ScaffoldError",
     "create_project",
     "parse_backends",
+    "ptkit_requirement",
     "render",
     "validate_name",
 ]
@@ -70,7 +75,7 @@ def validate_name(name: str) -> str:
             "letters, digits and underscores, start with a letter and not be a Python keyword; "
             f"for example: ptkit new {suggestion}"
         )
-    if name in {"ptkit", "ptkit_cli", "torch", "test", "tests", "aten", "prim", "prims"}:
+    if name in {"ptkit", "ptkit_ops", "torch", "test", "tests", "aten", "prim", "prims"}:
         raise ScaffoldError(
             f"ptkit new: {name!r} is taken (by ptkit, torch or Python's own modules); pick "
             f"another, for example: ptkit new {name}_kernels"
@@ -84,10 +89,11 @@ def parse_backends(text: str | Iterable[str]) -> tuple[str, ...]:
     chosen = [item.strip().lower() for item in items if item.strip()]
     unknown = [b for b in chosen if b not in SUPPORTED_BACKENDS]
     if unknown:
+        by_hand = "|".join(b for b in BACKENDS if b not in SUPPORTED_BACKENDS)
         raise ScaffoldError(
             f"ptkit new: no example op for backend(s) {', '.join(unknown)}; the scaffold writes "
             f"{', '.join(SUPPORTED_BACKENDS)} (for example --backends cpu,cuda). Other backends "
-            "are added by hand: ptkit_add_kernel_library(... BACKEND hip|xpu|metal ...) and a "
+            f"are added by hand: ptkit_add_kernel_library(... BACKEND {by_hand} ...) and a "
             "recipe for the variant"
         )
     return tuple(b for b in SUPPORTED_BACKENDS if b == "cpu" or b in chosen)
@@ -126,18 +132,22 @@ def _wanted(relative: str, backends: Sequence[str]) -> bool:
     return True
 
 
-def _ptkit_base_version() -> str:
-    from ptkit._version import __version__
-
-    return __version__
+def ptkit_requirement(version: str) -> str:
+    """The ptkit a new project needs: this one or newer, below the next breaking release
+    (the next minor while the major is 0, else the next major), the same rule as the
+    CMake package's version check (``ptkit-config-version.cmake``)."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    below = f"0.{minor + 1}" if major == 0 else f"{major + 1}"
+    return f"ptkit>={version},<{below}"
 
 
 def _write_files(root: Path, name: str, backends: Sequence[str]) -> list[str]:
-    version = _ptkit_base_version()
+    from ptkit._version import __version__
+
     values = {
         "name": name,
-        "ptkit_version": version,
-        "ptkit_requirement": f"ptkit>={version}",
+        "ptkit_version": __version__,
+        "ptkit_requirement": ptkit_requirement(__version__),
         "backends": ",".join(backends),
     }
     written = []

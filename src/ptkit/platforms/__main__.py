@@ -1,0 +1,51 @@
+"""``python -m ptkit.platforms``: the platform rules for CMake, which never re-derives them.
+
+``isa-flags SYSTEM PROCESSOR COMPILER_ID LEVEL…``
+    The CPU ISA levels a library is compiled for on this platform (CMake's
+    ``CMAKE_SYSTEM_NAME``, ``CMAKE_SYSTEM_PROCESSOR``, ``CMAKE_CXX_COMPILER_ID``), best
+    first and ``default`` last: ``LEVELS=…``, ``SKIPPED=…`` (levels that do not apply
+    here) and ``FLAGS_<i>=…`` (the compiler flags of the i-th level). An unknown level
+    exits 1 with the known ones.
+
+Lists are CMake lists (``;``-separated), one ``KEY=value`` per line. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ptkit.platforms import PLATFORMS, platform_for_system
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ptkit.platforms")
+    commands = parser.add_subparsers(dest="command", required=True)
+    isa = commands.add_parser("isa-flags")
+    isa.add_argument("system")
+    isa.add_argument("processor")
+    isa.add_argument("compiler_id")
+    isa.add_argument("levels", nargs="*")
+    args = parser.parse_args(argv)
+    platform = platform_for_system(args.system)
+    if platform is None:
+        known = ", ".join(p.system for p in PLATFORMS.values())
+        print(
+            f"ptkit: no platform module for system {args.system!r} (known: {known})",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        builds, skipped = platform.isa_builds(args.levels, args.processor, args.compiler_id)
+    except ValueError as exc:
+        print(f"ptkit: {exc}", file=sys.stderr)
+        return 1
+    print(f"LEVELS={';'.join(name for name, _ in builds)}")
+    print(f"SKIPPED={';'.join(skipped)}")
+    for index, (_, flags) in enumerate(builds):
+        print(f"FLAGS_{index}={';'.join(flags)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

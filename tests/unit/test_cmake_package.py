@@ -1,0 +1,231 @@
+"""The CMake package of the source tree (src/ptkit/cmake) asks ptkit's Python modules
+instead of re-deriving their rules: the version check, the recipe feed, the backend
+list, the ISA levels, target overrides and the toolkit messages. Real CMake configures
+of small projects, no compiler beyond the host's C++ and no wheel (the installed package
+and the GPU builds: tests/integration/test_cmake_package.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptkit.backends import BACKENDS
+from ptkit.recipes.model import cmake_feed, load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+CMAKE_DIR = REPO / "src" / "ptkit" / "cmake"
+VENV_BIN = Path(sys.executable).parent
+
+
+def _configure(
+    root: Path, body: str, *, find: str = "find_package(ptkit CONFIG REQUIRED)", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Configure a project whose CMakeLists is ``body`` after finding the source tree's
+    ptkit; the caller's PTKIT_* variables are left out."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "CMakeLists.txt").write_text(
+        f"cmake_minimum_required(VERSION 3.26)\nproject(demo LANGUAGES CXX)\n{find}\n{body}"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
+    return subprocess.run(
+        [
+            str(VENV_BIN / "cmake"),
+            "-S",
+            str(root),
+            "-B",
+            str(root / "build"),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={VENV_BIN / 'ninja'}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            f"-Dptkit_DIR={CMAKE_DIR}",
+        ],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _flat(text: str) -> str:
+    """CMake wraps its error messages: compare them with whitespace collapsed."""
+    return " ".join(text.split())
+
+
+def _report(root: Path) -> dict[str, dict[str, str]]:
+    data = json.loads((root / "build" / "ptkit-build-report.json").read_text())
+    return {row["backend"]: row for row in data["backends"]}
+
+
+@pytest.mark.parametrize(
+    ("requested", "compatible"),
+    [("", True), ("0.1", True), ("0.1.0", True), ("0", True), ("0.9", False), ("0.2", False),
+     ("1.0", False), ("0.1.1", False)],
+)  # fmt: skip
+def test_find_package_checks_the_version_of_ptkit_version_py(
+    tmp_path: Path, requested: str, compatible: bool
+) -> None:
+    """0.1.0 (src/ptkit/_version.py) serves requests of its own 0.x minor at or below it."""
+    proc = _configure(
+        tmp_path,
+        'message(STATUS "demo: ptkit ${ptkit_VERSION}")\n',
+        find=f"find_package(ptkit {requested} CONFIG REQUIRED)",
+    )
+    if compatible:
+        assert proc.returncode == 0, proc.stderr
+        assert "demo: ptkit 0.1.0" in proc.stdout
+    else:
+        assert proc.returncode != 0
+        message = _flat(proc.stderr)
+        assert "The version found is not compatible with the version requested" in message
+        assert "version: 0.1.0" in message
+
+
+def test_read_recipe_sets_every_field_of_the_feed(tmp_path: Path) -> None:
+    feed = cmake_feed(load_recipe("cu13", REPO / "recipes"))
+    prints = "".join(f'message(STATUS "demo: {k}=${{PTKIT_RECIPE_{k}}}")\n' for k, _ in feed)
+    proc = _configure(
+        tmp_path, f'ptkit_read_recipe(cu13 RECIPES_DIR "{REPO / "recipes"}")\n{prints}'
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = [line.split("demo: ", 1)[1] for line in proc.stdout.splitlines() if "demo: " in line]
+    assert seen == [f"{k}={v}" for k, v in feed]
+
+
+def test_a_bad_recipe_stops_configure_with_every_problem(tmp_path: Path) -> None:
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "bad.toml").write_text(
+        '[variant]\nname = "bad"\nbackend = "rocm"\n[targets]\nhip = ["gfx9000!"]\n'
+    )
+    proc = _configure(tmp_path / "p", f'ptkit_read_recipe(bad RECIPES_DIR "{recipes}")\n')
+    assert proc.returncode != 0
+    message = _flat(proc.stderr)
+    assert "ptkit_read_recipe(bad): " in message
+    assert "variant.backend: 'rocm' is not a backend; expected one of cpu, cuda" in message
+    assert "variant.local-version is missing" in message
+    assert "targets.hip: 'gfx9000!' is not an AMD GPU target" in message
+
+
+def test_the_backends_and_the_report_rows_come_from_ptkit_backends(tmp_path: Path) -> None:
+    proc = _configure(tmp_path / "a", 'message(STATUS "demo: ${PTKIT_BACKENDS}")\n')
+    assert f"demo: {';'.join(BACKENDS)}" in proc.stdout
+    assert list(_report(tmp_path / "a")) == list(BACKENDS)
+    wrong = _configure(
+        tmp_path / "b",
+        "ptkit_add_kernel_library(x BACKEND gpu NAMESPACE d SOURCES a.cpp OPS o DTYPES float32 "
+        "INSTALL_DIR d)\n",
+    )
+    assert f"ptkit_add_kernel_library(x): BACKEND gpu is not one of {', '.join(BACKENDS)}" in _flat(
+        wrong.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["9.0;bogus;12.0+PTX", "9.0,10.0", "sm_90"],
+)
+def test_a_target_override_python_refuses_is_refused_with_its_words(
+    tmp_path: Path, value: str
+) -> None:
+    """The resolver asks python -m ptkit.backends request before it needs a compiler: the
+    error is the TargetError Python raises for the same value, word for word."""
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the text is what is compared
+        BACKENDS["cuda"].parse_override(value)
+    proc = _configure(
+        tmp_path,
+        "ptkit_resolve_targets(cuda TARGETS sm_90 RESULT_PREFIX r)\n"
+        'message(STATUS "demo: error=${r_ERROR}")\n',
+        PTKIT_CUDA_ARCHS=value,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"demo: error={info.value}" in proc.stdout
+
+
+def test_the_isa_levels_and_their_flags_come_from_the_platform(tmp_path: Path) -> None:
+    (tmp_path / "k.cpp").write_text("int k() { return 1; }\n")
+    proc = _configure(
+        tmp_path,
+        "add_library(t MODULE k.cpp)\n"
+        "ptkit_target_cpu_isa(t SOURCES k.cpp ISA default x86-64-v3 BUILT_VAR built)\n"
+        "get_target_property(flags t_isa_x86_64_v3 COMPILE_OPTIONS)\n"
+        'message(STATUS "demo: ${built} | ${flags}")\n'
+        "ptkit_target_cpu_isa(t SOURCES k.cpp ISA x86-64-v9)\n",
+    )
+    assert "demo: x86-64-v3;default | -march=x86-64-v3;-mtune=generic;" in proc.stdout
+    assert (
+        "ptkit_target_cpu_isa(t): unknown CPU ISA level 'x86-64-v9'; known: x86-64-v4, "
+        "x86-64-v3, x86-64-v2, default"
+    ) in _flat(proc.stderr)
+
+
+def _isa(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ptkit.platforms", "isa-flags", *args],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_isa_levels_that_do_not_apply_are_skipped() -> None:
+    assert _isa("Linux", "aarch64", "GNU", "x86-64-v3", "default").stdout.splitlines() == [
+        "LEVELS=default",
+        "SKIPPED=x86-64-v3",
+        "FLAGS_0=",
+    ]
+    # MSVC has no flag for v2: its copy would be the baseline again.
+    assert _isa("Windows", "AMD64", "MSVC", "x86-64-v2", "x86-64-v3").stdout.splitlines() == [
+        "LEVELS=x86-64-v3;default",
+        "SKIPPED=x86-64-v2",
+        "FLAGS_0=/arch:AVX2",
+        "FLAGS_1=",
+    ]
+    unknown = _isa("Plan9", "x86_64", "GNU")
+    assert unknown.returncode == 1 and "no platform module for system 'Plan9'" in unknown.stderr
+
+
+def test_a_missing_toolkit_names_the_recipes_packages_and_no_pin_without_one(
+    tmp_path: Path,
+) -> None:
+    """Where no nvcc is to be found (no pip toolkit in the build Python, no system one
+    asked for), the reason's fix is the recipe's [toolkit] packages, else no pin at all."""
+    cu13 = load_recipe("cu13", REPO / "recipes")
+    with_recipe = _configure(
+        tmp_path / "a",
+        f'ptkit_read_recipe(cu13 RECIPES_DIR "{REPO / "recipes"}")\n'
+        "ptkit_enable_backend(cuda RESULT_VAR have)\n",
+        PATH="/usr/bin:/bin",
+    )
+    assert with_recipe.returncode == 0, with_recipe.stderr
+    detail = _report(tmp_path / "a")["cuda"]["detail"]
+    assert detail.startswith("nvcc not found (searched PTKIT_CUDA_ROOT, then pip's")
+    assert (
+        f"Fix: install recipe cu13's [toolkit] packages into the build Python ({sys.executable}): {cu13.toolkit.pip_install}, or set PTKIT_CUDA_ROOT"
+        in detail
+    )
+    without = _configure(
+        tmp_path / "b", "ptkit_enable_backend(cuda RESULT_VAR have)\n", PATH="/usr/bin:/bin"
+    )
+    assert without.returncode == 0, without.stderr
+    detail = _report(tmp_path / "b")["cuda"]["detail"]
+    assert "nvcc not found" in detail and "nvidia-cuda-nvcc" not in detail
+    assert "Fix: set PTKIT_CUDA_ROOT to a CUDA toolkit" in detail
+    missing = _configure(
+        tmp_path / "c",
+        "ptkit_enable_backend(cuda RESULT_VAR have)\n",
+        PTKIT_CUDA_ROOT=str(tmp_path / "nowhere"),
+    )
+    assert missing.returncode == 0, missing.stderr
+    assert _report(tmp_path / "c")["cuda"]["detail"] == (
+        f"{tmp_path / 'nowhere' / 'bin' / 'nvcc'} (from PTKIT_CUDA_ROOT) does not exist. "
+        "Fix: point PTKIT_CUDA_ROOT at the toolkit, or unset it"
+    )
