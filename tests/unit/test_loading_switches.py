@@ -19,3 +19,15 @@ def test_switches_parse_comma_lists_and_report_unknown_values() -> None:
         "hip",
     }
     assert RuntimeSwitches.from_environ({"PTKIT_FORCE_REFERENCE": "1"}).force_reference
+
+
+def test_the_cpu_isa_cap_is_read_case_insensitively_and_an_unknown_one_reported() -> None:
+    assert RuntimeSwitches.from_environ({"PTKIT_CPU_ISA": "X86-64-V3"}).cpu_isa_cap == "x86-64-v3"
+    assert RuntimeSwitches.from_environ({"PTKIT_CPU_ISA": "default"}).cpu_isa_cap == "default"
+    assert RuntimeSwitches.from_environ({}).cpu_isa_cap is None
+    garbage = RuntimeSwitches.from_environ({"PTKIT_CPU_ISA": "garbage"})
+    assert garbage.cpu_isa_cap is None
+    assert garbage.problems == (
+        "PTKIT_CPU_ISA: unknown level 'garbage' (expected one of x86-64-v4, x86-64-v3, "
+        "x86-64-v2, default); ignored: the CPU kernels take the best level this CPU runs",
+    )

@@ -77,7 +77,13 @@ RECORDS: dict[str, tuple[str, ...]] = {
         "ops",
         "sha256",
     ),
-    "RuntimeSwitches": ("disabled_backends", "force_reference", "log_level", "problems"),
+    "RuntimeSwitches": (
+        "disabled_backends",
+        "force_reference",
+        "log_level",
+        "problems",
+        "cpu_isa_cap",
+    ),
     "CompileSupport": ("supported", "reason", "gpu_codegen", "gpu_reason", "facts"),
     "RuntimeProfile": (
         "python",

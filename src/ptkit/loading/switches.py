@@ -5,7 +5,7 @@
 | ``PTKIT_DISABLE_NATIVE`` | comma list of backends (``cpu,cuda``…) whose native libraries are not loaded |
 | ``PTKIT_FORCE_REFERENCE`` | ``1``: load no native library; every op runs the reference |
 | ``PTKIT_LOG`` | ``debug``, ``info``, ``warning`` (default), ``error`` or ``off``: what ptkit logs to stderr |
-| ``PTKIT_CPU_ISA`` | caps the CPU kernels' instruction-set level (``default``, ``x86-64-v3``…) |
+| ``PTKIT_CPU_ISA`` | caps the CPU kernels' instruction-set level (``default``, ``x86-64-v3``…): the best level built, run by this CPU and not above the cap |
 | ``PTKIT_VARIANT`` | build time only: the recipe to build (``recipes/<variant>.toml``) |
 
 They are read once per process (``process_switches``), when ``ptkit.runtime`` is first
@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 
 from ptkit.backends import BACKENDS
+from ptkit.platforms.base import known_isa_levels
 
 __all__ = ["LOG_LEVELS", "RuntimeSwitches", "configure_logging", "process_switches"]
 
@@ -43,6 +44,8 @@ class RuntimeSwitches:
     log_level: str = "warning"
     # Values that were not understood, reported by explain() instead of failing the import.
     problems: tuple[str, ...] = ()
+    # PTKIT_CPU_ISA, lower case, when it names a known level: the CPU kernels' cap.
+    cpu_isa_cap: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RuntimeSwitches:
@@ -72,7 +75,15 @@ class RuntimeSwitches:
                 "using warning"
             )
             log_level = "warning"
-        return cls(frozenset(disabled), force in _TRUE, log_level, tuple(problems))
+        cap = env.get("PTKIT_CPU_ISA", "").strip().lower() or None
+        if cap is not None and cap not in known_isa_levels():
+            problems.append(
+                f"PTKIT_CPU_ISA: unknown level {cap!r} (expected one of "
+                f"{', '.join(known_isa_levels())}); ignored: the CPU kernels take the best "
+                "level this CPU runs"
+            )
+            cap = None
+        return cls(frozenset(disabled), force in _TRUE, log_level, tuple(problems), cap)
 
     def disabled_reason(self, backend: str) -> str | None:
         if self.force_reference:

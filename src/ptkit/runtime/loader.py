@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ptkit.loading.manifest import ManifestError, find_manifests, read_manifest
+from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
 from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
 from ptkit.loading.switches import RuntimeSwitches
 
@@ -83,6 +83,17 @@ def _cpu_isa(path: Path) -> str | None:
     return value.decode() if isinstance(value, bytes) else None
 
 
+def _isa_cap_note(cap: str, chosen: str, manifest: Manifest) -> str:
+    """Why the level in use is not the one PTKIT_CPU_ISA names."""
+    built = manifest.targets.get("isa", ())
+    if cap not in built:
+        return (
+            f"PTKIT_CPU_ISA={cap} was not built (built: {', '.join(built) or 'none'}): "
+            f"{chosen}, the best level below it that this CPU runs"
+        )
+    return f"PTKIT_CPU_ISA={cap}: this CPU does not run it; {chosen}, the best level below it"
+
+
 def _decide_and_load(
     path: Path,
     facts: TorchFacts,
@@ -117,6 +128,8 @@ def _decide_and_load(
         isa = _cpu_isa(manifest.library_path)
         if isa:
             details.append(("isa", isa))
+            if switches.cpu_isa_cap is not None and switches.cpu_isa_cap != isa:
+                details.append(("isa cap", _isa_cap_note(switches.cpu_isa_cap, isa, manifest)))
     details += decision.details
     return dataclasses.replace(decision, details=tuple(details))
 
