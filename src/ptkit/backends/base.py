@@ -193,6 +193,14 @@ class Backend:
                 return candidate
         return None
 
+    def release_toolkit_environment(
+        self, site_packages: str, toolkit_version: str
+    ) -> dict[str, str]:
+        """What a release build needs to find the recipe's pip toolkit (``[toolkit]
+        packages``) installed into a venv whose site-packages is ``site_packages``; {} where
+        the build finds it unaided (or the backend has no pip toolkit)."""
+        return {}
+
     # --- targets --------------------------------------------------------------------------
 
     def target_problem(self, target: str) -> str | None:
