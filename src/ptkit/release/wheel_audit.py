@@ -249,7 +249,8 @@ def audit_wheel(
         # All of it: a manifest may describe a file that is not a shared library (.metallib).
         archive.extractall(tmp)
         names = archive.namelist()
-        problems += _misplaced(names, platform, wheel.name)
+        if platform is not None or platforms == ("any",):  # else: the tag's problem says it
+            problems += _misplaced(names, platform, wheel.name)
         manifests, manifest_problems = _read_manifests(
             sorted(Path(tmp, n) for n in names if n.endswith(MANIFEST_SUFFIX))
         )
