@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from support import REPO, python_env, run
 
+from ptkit.recipes.model import Recipe, load_recipe
 from ptkit.release import pipeline
 from ptkit.release.pipeline import BuildError, PipelineResult
 
@@ -53,6 +54,11 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, root / name)
     return root
+
+
+@pytest.fixture(scope="module")
+def cpu(source: Path) -> Recipe:
+    return load_recipe("cpu", source / "recipes")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +100,8 @@ def test_the_pipeline_runs_five_stages_into_dist(
     assert "cpu      built" in text
     assert "torch and GPU runtimes excluded" in text
     assert "libptkit_cpu.so: links libtorch_cpu.so" in text
-    assert "ptkit smoke test passed" in text
+    assert "ptkit-ops smoke test passed" in text
+    assert "python -m ptkit_ops.smoke" in text  # the recipe's [release] test-command
     # The compiler cache's statistics, or that there is none.
     (build_line,) = [line for line in lines if line.startswith("[1/5] build ok")]
     assert " misses (" in build_line or "no compiler cache" in build_line, build_line
@@ -103,6 +110,7 @@ def test_the_pipeline_runs_five_stages_into_dist(
 def test_two_clean_builds_give_the_same_bytes(
     full_run: tuple[PipelineResult, list[str], Path],
     source: Path,
+    cpu: Recipe,
     epoch: str,
     tmp_path: Path,
 ) -> None:
@@ -110,12 +118,12 @@ def test_two_clean_builds_give_the_same_bytes(
     repaired like the first: the released wheel must not depend on where or when."""
     first = full_run[0]
     built = pipeline.build_wheel(
-        "cpu", repo=source, build_root=tmp_path / "build", out_dir=tmp_path / "wheel"
+        cpu, repo=source, build_root=tmp_path / "build", out_dir=tmp_path / "wheel"
     )
     assert "0 hits" in built.cache or "sccache" not in built.cache
     second = pipeline.repair_wheel(
         built.wheel,
-        variant="cpu",
+        recipe=cpu,
         out_dir=tmp_path / "repaired",
         env={"SOURCE_DATE_EPOCH": epoch},
     )
@@ -145,18 +153,18 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def test_a_failed_audit_names_the_stage_and_leaves_dist_untouched(
-    full_run: tuple[PipelineResult, list[str], Path], source: Path, tmp_path: Path
+    full_run: tuple[PipelineResult, list[str], Path], source: Path, cpu: Recipe, tmp_path: Path
 ) -> None:
     dist = tmp_path / "dist"
     (dist / "cpu").mkdir(parents=True)
-    (dist / "cpu" / "ptkit-0.0.9+cpu-py3-none-any.whl").write_bytes(b"the previous release")
+    (dist / "cpu" / "ptkit_ops-0.0.9+cpu-py3-none-any.whl").write_bytes(b"the previous release")
     before = _snapshot(dist)
     (tmp_path / "broken").mkdir()
     broken = _break_manifest(full_run[0].wheel, tmp_path / "broken")
     lines: list[str] = []
     with pytest.raises(BuildError) as caught:
         pipeline.finish_wheel(
-            broken, "cpu", repo=source, dist=dist, scratch=tmp_path / "scratch", echo=lines.append
+            broken, cpu, repo=source, dist=dist, scratch=tmp_path / "scratch", echo=lines.append
         )
     error = caught.value
     assert error.stage == "audit"
@@ -174,7 +182,7 @@ def test_cli_failure_exits_1_naming_the_stage_and_writes_nothing(
     source: Path, tmp_path: Path
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "ptkit.cli", "build", "--variant", "nosuch",
+        [sys.executable, "-m", "ptkit", "build", "--variant", "nosuch",
          "--source", str(source), "--dist", str(tmp_path / "dist"),
          "--build-root", str(tmp_path / "build")],
         capture_output=True, text=True, timeout=300, env=python_env(), check=False,
@@ -220,7 +228,7 @@ def test_compiler_cache_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def _smoke(**env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ptkit.smoke"],
+        [sys.executable, "-m", "ptkit_ops.smoke"],
         capture_output=True, text=True, timeout=300, cwd="/", env=python_env(**env), check=False,
     )  # fmt: skip
 
@@ -232,7 +240,7 @@ def test_smoke_passes_on_the_installed_wheel() -> None:
     for check in ("rms_norm", "fused_linear M=1", "fused_linear M=33", "silu_and_mul"):
         for dtype in ("torch.float32", "torch.bfloat16"):
             assert f"{check} {dtype}" in proc.stdout
-    assert "ptkit smoke test passed" in proc.stdout
+    assert "ptkit-ops smoke test passed" in proc.stdout
 
 
 def test_smoke_fails_when_the_cpu_library_does_not_load() -> None:

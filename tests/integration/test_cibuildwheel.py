@@ -1,11 +1,13 @@
 """The generated release files read by the real tools: cibuildwheel 4.3.5 (its build
-identifiers, its options, its wheel reuse) and check-jsonschema (the workflow)."""
+identifiers, its options, its wheel reuse, its test environment with the toolkit) and
+check-jsonschema (the workflow)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path, PurePath
@@ -14,9 +16,10 @@ import cibuildwheel
 import jsonschema
 import pytest
 from cibuildwheel.options import CommandLineArguments, compute_options
+from cibuildwheel.util.helpers import prepare_command
 from cibuildwheel.util.packaging import find_compatible_wheel
 from ruamel.yaml import YAML  # check-jsonschema's YAML parser
-from support import REPO, run
+from support import REPO, env_holding_packages_of, python_env, run
 
 from ptkit.recipes.model import load_recipe
 from ptkit.release import matrix
@@ -26,8 +29,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+pytestmark = pytest.mark.integration
+
 PLAN = matrix.load_plan(REPO)
 JOBS = {f"{job.variant}-{job.platform.name}": job for job in PLAN.jobs}
+# Written out here too: the test environment gets this commit's toolkit wheel, and only it.
+TOOLKIT_INSTALL = (
+    'python -m pip install --no-index --find-links "{project}/dist/toolkit" '
+    f"ptkit=={PLAN.version}"
+)
 # Written out here, not taken from ptkit: what the release must test on.
 CPYTHONS = ["cp310", "cp311", "cp312", "cp313", "cp314", "cp315", "cp315t"]
 SUFFIX = {
@@ -147,6 +157,7 @@ def test_cibuildwheel_reads_every_option_of_the_job(key: str) -> None:
         assert "CMAKE_CUDA_COMPILER_LAUNCHER" not in env
         assert build.test_command == recipe.release.test_command
         assert build.test_requires == ["torch"]
+        assert build.before_test == TOOLKIT_INSTALL
         assert build.config_settings == "cmake.define.PTKIT_REQUIRE_BACKEND=ON"
         assert "sccache" in build.before_build
         assert "--exclude" in build.repair_command
@@ -192,10 +203,77 @@ def test_release_workflow_has_a_job_per_variant_and_platform() -> None:
     build = steps["cibuildwheel"]["run"]
     assert "pip install cibuildwheel==4.3.5" in build
     assert '--config-file "ci/cibuildwheel/${{ matrix.variant }}.toml"' in build
-    index = workflow["jobs"]["index"]
-    assert index["needs"] == "wheel"
-    run_index = next(s["run"] for s in index["steps"] if s.get("name") == "ptkit index build")
-    assert (
-        "python -m ptkit_cli index build dist/*/*.whl --out site/ --variant-metadata" in run_index
+    # The toolkit: one job builds its pure wheel; every wheel job and the index get it.
+    toolkit = workflow["jobs"]["toolkit"]
+    assert toolkit["runs-on"] == "ubuntu-24.04"
+    assert any(
+        step.get("run") == "python -m pip wheel --no-deps -w dist/toolkit toolkit/"
+        for step in toolkit["steps"]
     )
-    assert "torch" not in run_index  # ptkit_cli builds the index without torch
+    upload = next(s for s in toolkit["steps"] if s.get("uses") == "actions/upload-artifact@v4")
+    assert upload["with"]["name"] == "toolkit"
+    assert wheel["needs"] == "toolkit"
+    named = [step.get("name") for step in wheel["steps"]]
+    download = wheel["steps"][named.index("the toolkit wheel")]
+    assert download["uses"] == "actions/download-artifact@v4"
+    assert download["with"] == {"name": "toolkit", "path": "dist/toolkit"}
+    assert named.index("the toolkit wheel") < named.index("cibuildwheel")
+    index = workflow["jobs"]["index"]
+    assert index["needs"] == ["toolkit", "wheel"]
+    index_steps = {step.get("name", step.get("uses")): step for step in index["steps"]}
+    assert index_steps["the toolkit wheel"]["with"] == {"name": "toolkit", "path": "dist/toolkit"}
+    run_index = index_steps["ptkit index build"]["run"]
+    assert "python -m pip install dist/toolkit/ptkit-*.whl variantlib==0.2.2" in run_index
+    assert (
+        "ptkit index build dist/*/*.whl --recipes recipes --out site/ --variant-metadata"
+        in run_index
+    )
+    assert "torch" not in run_index  # the toolkit builds the index without torch
+
+
+@pytest.fixture(scope="module")
+def toolkit_wheel() -> Path:
+    """The toolkit wheel: $PTKIT_TEST_TOOLKIT_WHEEL (set by `make test`) or dist/toolkit/'s."""
+    given = os.environ.get("PTKIT_TEST_TOOLKIT_WHEEL")
+    wheels = [Path(given)] if given else sorted((REPO / "dist" / "toolkit").glob("ptkit-*.whl"))
+    if not wheels or not wheels[-1].is_file():
+        pytest.fail("no toolkit wheel to test: run `make toolkit` (make test does)")
+    return wheels[-1].resolve()
+
+
+def test_the_test_environment_gets_the_toolkit_then_runs_the_recipes_test(
+    tmp_path: Path, toolkit_wheel: Path, ptkit_wheel: Path
+) -> None:
+    """cibuildwheel's test step, here (no container): a venv holding torch, before-test as
+    cibuildwheel prepares it (the toolkit wheel from {project}/dist/toolkit, never from
+    PyPI), the wheel installed with its dependencies resolved (ptkit met by that
+    toolkit), then the recipe's test-command."""
+    project = tmp_path / "project"
+    (project / "dist" / "toolkit").mkdir(parents=True)
+    shutil.copy2(toolkit_wheel, project / "dist" / "toolkit" / toolkit_wheel.name)
+    python = env_holding_packages_of(tmp_path / "venv", Path(sys.executable))
+    args = dataclasses.replace(
+        CommandLineArguments.defaults(),
+        platform="linux",
+        archs="x86_64",
+        config_file=str(REPO / "ci" / "cibuildwheel" / "cpu.toml"),
+        package_dir=REPO,
+    )
+    build = compute_options(platform="linux", command_line_arguments=args, env=_env())
+    options = build.build_options("cp311-manylinux_x86_64")
+    env = python_env(
+        PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}",
+        VIRTUAL_ENV=str(python.parent.parent),
+        PIP_CONFIG_FILE="/dev/null",
+    )
+    before_test = prepare_command(options.before_test, project=project, package=project)
+    run(["sh", "-c", before_test], env=env)
+    # No index at all: the wheel's requirements must all be met already.
+    run([str(python), "-m", "pip", "install", "--no-index", str(ptkit_wheel)], env=env)
+    test = run(["sh", "-c", options.test_command], env=env, cwd=tmp_path)
+    assert "ptkit-ops smoke test passed" in test.stdout
+    installed = run(
+        [str(python), "-c", "import ptkit, ptkit_ops; print(ptkit.__file__, ptkit_ops.__file__)"],
+        env=env,
+    ).stdout.split()
+    assert all(str(tmp_path / "venv") in path for path in installed), installed

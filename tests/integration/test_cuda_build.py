@@ -74,7 +74,7 @@ def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Pat
     (project / "kernels.cu").write_text("__global__ void k() {}\n")
     (project / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.26)\nproject(ext LANGUAGES CXX)\n"
-        f'set(ptkit_DIR "{REPO / "cmake"}")\n'
+        f'set(ptkit_DIR "{REPO / "src" / "ptkit" / "cmake"}")\n'
         "find_package(ptkit CONFIG REQUIRED)\nptkit_enable_cuda()\n"
         "ptkit_add_kernel_library(ext_cuda BACKEND cuda NAMESPACE ext SOURCES kernels.cu\n"
         "  TARGETS sm_90 compute_90 OPTIONAL_TARGETS sm_107 OPS my_op DTYPES float32 INSTALL_DIR ext/_native)\n"

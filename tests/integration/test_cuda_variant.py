@@ -1,5 +1,5 @@
-"""The cu13 wheel, built here from the pip CUDA 13.5 toolkit: what its fatbinary holds,
-what it links, and how it loads on this machine (a CUDA torch, no GPU)."""
+"""The cu13 wheel of ptkit-ops, built here from the pip CUDA 13.5 toolkit: what its
+fatbinary holds, what it links, and how it loads on this machine (a CUDA torch, no GPU)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_inspect_shows_every_requested_target_in_the_fatbinary(cu13_wheel: Path)
         [
             sys.executable,
             "-m",
-            "ptkit.cli",
+            "ptkit",
             "inspect",
             str(cu13_wheel),
             "--json",
@@ -67,7 +67,7 @@ def test_inspect_shows_every_requested_target_in_the_fatbinary(cu13_wheel: Path)
         [
             sys.executable,
             "-m",
-            "ptkit.cli",
+            "ptkit",
             "inspect",
             str(cu13_wheel),
             "--cuobjdump",
@@ -80,11 +80,11 @@ def test_inspect_shows_every_requested_target_in_the_fatbinary(cu13_wheel: Path)
 
 
 LOAD_SCRIPT = r"""
-import json, torch, ptkit
+import json, torch, ptkit, ptkit_ops
 print(json.dumps({
     "cuda_available": torch.cuda.is_available(),
-    "decisions": [(d.library, d.status.value, d.reason, dict(d.details)) for d in ptkit.runtime.load_decisions()],
-    "routes": [r.to_json() for r in ptkit.runtime.explain()],
+    "decisions": [(d.library, d.status.value, d.reason, dict(d.details)) for d in ptkit.runtime.load_decisions("ptkit_ops")],
+    "routes": [r.to_json() for r in ptkit.runtime.explain("ptkit_ops")],
 }))
 """
 
@@ -98,10 +98,10 @@ def test_cu13_wheel_loads_on_this_cpu_machine_and_cpu_results_are_unchanged(
     assert out["cuda_available"] is False
     decisions = {d[0]: d for d in out["decisions"]}
     assert decisions["libptkit_cuda.so"][1] == "loaded"
-    assert decisions["libptkit_cuda.so"][3] == {"devices": "no CUDA device visible"}
+    assert decisions["libptkit_cuda.so"][3] == {"devices": "no NVIDIA GPU visible"}
     assert decisions["libptkit_cpu.so"][1] == "loaded"
     cuda_rows = [r for r in out["routes"] if r["device_type"] == "cuda"]
     assert {r["implementation"] for r in cuda_rows} == {"native"}
-    assert all("no CUDA device visible" in r["reason"] for r in cuda_rows)
+    assert all("no NVIDIA GPU visible" in r["reason"] for r in cuda_rows)
     # The CPU kernels of the cu13 wheel against the reference: the op test suite.
     run_op_tests(python)

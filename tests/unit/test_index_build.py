@@ -24,8 +24,11 @@ from packaging.version import Version
 from support import REPO, make_wheel, python_env
 
 from ptkit.index import IndexBuildError, build_index, inspect_wheel
+from ptkit.recipes.model import load_recipe
 
 RECIPES = REPO / "recipes"
+# The command line from the source tree, as the unit tests use it.
+SOURCE_ENV = python_env(PYTHONPATH=str(REPO / "src"))
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
@@ -249,7 +252,7 @@ def test_concurrent_runs_take_turns_and_keep_every_wheel(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "ptkit_cli",
+                "ptkit",
                 "index",
                 "build",
                 *map(str, batch),
@@ -258,7 +261,7 @@ def test_concurrent_runs_take_turns_and_keep_every_wheel(tmp_path):
                 "--recipes",
                 str(RECIPES),
             ],
-            env=python_env(),
+            env=SOURCE_ENV,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -320,7 +323,10 @@ def test_wheels_that_contradict_their_names_are_refused(tmp_path):
             make_wheel(tmp_path / "d", "alpha", "1.0+cpu", manifest_variant="cu13"),
             "its variant is 'cu13'",
         ),
-        (make_wheel(tmp_path / "e", "alpha", "1.0"), "its variant is unknown"),
+        (
+            make_wheel(tmp_path / "e", "alpha", "1.0", tag="py3-none-linux_x86_64"),
+            "its variant is unknown",
+        ),
     ]
     renamed = tmp_path / "f" / "alpha-1.0+cpu-py3-none-any.whl"
     renamed.parent.mkdir()
@@ -405,17 +411,106 @@ def test_inspect_wheel_reads_the_variant_from_the_manifest(tmp_path):
 def test_cli_exit_codes_and_messages(tmp_path):
     good = make_wheel(tmp_path / "in", "alpha", "1.0+cpu")
     bad = make_wheel(tmp_path / "bad", "alpha", "1.0+cpu", filename="alpha.whl")
-    cmd = [sys.executable, "-m", "ptkit_cli", "index", "build", "--out", str(tmp_path / "site")]
+    cmd = [sys.executable, "-m", "ptkit", "index", "build", "--out", str(tmp_path / "site")]
     refused = subprocess.run(
-        [*cmd, str(good), str(bad)], env=python_env(), capture_output=True, text=True, check=False
+        [*cmd, str(good), str(bad)], env=SOURCE_ENV, capture_output=True, text=True, check=False
     )
     assert refused.returncode == 1
     assert refused.stderr.startswith("ptkit index build: ")
     assert "Traceback" not in refused.stderr
     assert not (tmp_path / "site").exists()
     done = subprocess.run(
-        [*cmd, str(good), "--json"], env=python_env(), capture_output=True, text=True, check=False
+        [*cmd, str(good), "--json"], env=SOURCE_ENV, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(done.stdout)
     assert (result["index_path"], result["added"], result["changed"]) == ("cpu", [good.name], True)
+
+
+# --- universal wheels: the toolkit in every variant's index ----------------------
+
+
+def test_the_toolkit_wheel_goes_into_every_recipes_index(tmp_path):
+    """ptkit-ops depends on ptkit: `pip install ptkit-ops --index-url <root>/<variant>/simple`
+    must find ptkit on the same page, whichever variant."""
+    toolkit = make_wheel(tmp_path / "in", "ptkit", "0.1.0")
+    cpu = make_wheel(
+        tmp_path / "in",
+        "ptkit-ops",
+        "0.1.0+cpu",
+        tag="py3-none-linux_x86_64",
+        manifest_variant="cpu",
+    )
+    cu13 = make_wheel(
+        tmp_path / "in",
+        "ptkit-ops",
+        "0.1.0+cu13",
+        tag="py3-none-linux_x86_64",
+        manifest_variant="cu13",
+    )
+    assert inspect_wheel(toolkit).universal
+    assert inspect_wheel(toolkit).variant_source.startswith("universal")
+    out = tmp_path / "site"
+    results = {r.index_path: r for r in build_index([toolkit, cpu, cu13], out, recipes_dir=RECIPES)}
+    recipes = sorted(p.stem for p in RECIPES.glob("*.toml"))
+    assert sorted(results) == sorted((load_recipe(v, RECIPES).index_path or v) for v in recipes)
+    assert set(results["cpu"].files) == {cpu.name, toolkit.name}
+    assert set(results["cu13"].files) == {cu13.name, toolkit.name}
+    assert results["metal"].files == (toolkit.name,)  # no metal wheel yet: the toolkit waits
+    assert results["metal"].variant == "metal"
+    for index_path in results:
+        entries = verify_variant_index(out, index_path)
+        assert toolkit.name in entries
+    page = json.loads((out / "cu13" / "simple" / "ptkit" / "index.json").read_text())
+    assert [f["filename"] for f in page["files"]] == [toolkit.name]
+    # Added later, a variant's wheel joins the toolkit already on its page.
+    (metal,) = build_index(
+        [make_wheel(tmp_path / "in", "ptkit-ops", "0.1.0+metal", manifest_variant="metal")],
+        out,
+        recipes_dir=RECIPES,
+    )
+    assert set(metal.files) == {toolkit.name, "ptkit_ops-0.1.0+metal-py3-none-any.whl"}
+
+
+def test_without_recipes_a_universal_wheel_joins_the_indexes_there_are(tmp_path):
+    out = tmp_path / "site"
+    build_index([make_wheel(tmp_path / "in", "alpha", "1.0+cpu")], out)
+    toolkit = make_wheel(tmp_path / "in", "ptkit", "0.1.0")
+    results = build_index([toolkit, make_wheel(tmp_path / "in", "alpha", "1.0+cu13")], out)
+    assert {r.index_path: r.files for r in results} == {
+        "cu13": ("alpha-1.0+cu13-py3-none-any.whl", toolkit.name),
+        "cpu": ("alpha-1.0+cpu-py3-none-any.whl", toolkit.name),
+    }
+
+
+def test_a_universal_wheel_with_no_index_to_join_is_refused(tmp_path):
+    toolkit = make_wheel(tmp_path / "in", "ptkit", "0.1.0")
+    out = tmp_path / "site"
+    with pytest.raises(IndexBuildError) as caught:
+        build_index([toolkit], out)
+    assert "is a universal wheel (pure Python, no variant)" in str(caught.value)
+    assert "pass the variants' wheels too, or --recipes DIR" in str(caught.value)
+    assert not out.exists()
+
+
+def test_variant_metadata_leaves_the_universal_wheel_alone(tmp_path):
+    pytest.importorskip(
+        "variantlib", reason="variantlib is not installed: pip install variantlib==0.2.2"
+    )
+    toolkit = make_wheel(tmp_path / "in", "ptkit", "0.1.0")
+    cu13 = make_wheel(
+        tmp_path / "in",
+        "ptkit-ops",
+        "0.1.0+cu13",
+        tag="py3-none-manylinux_2_28_x86_64",
+        manifest_variant="cu13",
+    )
+    out = tmp_path / "site"
+    results = build_index([toolkit, cu13], out, recipes_dir=RECIPES, variant_metadata=True)
+    cu13_index = next(r for r in results if r.index_path == "cu13")
+    assert set(cu13_index.files) == {
+        toolkit.name,
+        cu13.name,
+        cu13.name.removesuffix(".whl") + "-cu13.whl",
+        "ptkit_ops-0.1.0+cu13-variants.json",
+    }

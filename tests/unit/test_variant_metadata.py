@@ -1,8 +1,9 @@
 """PEP 825 variant metadata (``ptkit index build --variant-metadata``), checked with variantlib.
 
-The wheel tests use the real ptkit wheels from ``dist/`` (copied: the originals are
-never touched) and read the results back with variantlib itself: its CLI
-(``analyze-wheel``, ``generate-index-json``) in a subprocess and its readers.
+The wheels are small ones written here (``support.make_wheel``: a cu13 ptkit-ops wheel's
+name, dist-info and RECORD) and read back with variantlib itself: its CLI
+(``analyze-wheel``, ``generate-index-json``) in a subprocess and its readers. A built
+cu13 wheel's variant metadata is checked in tests/integration/test_index_install.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import base64
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import REPO, make_wheel
 
-from ptkit.recipes.model import Recipe, load_recipe
 from ptkit.index import variant_metadata as vm
 from ptkit.index.variant_metadata import (
     VariantMetadataError,
@@ -28,6 +28,7 @@ from ptkit.index.variant_metadata import (
     variant_properties,
     write_variant_files,
 )
+from ptkit.recipes.model import Recipe, load_recipe
 
 variantlib = pytest.importorskip(
     "variantlib", reason="variantlib is not installed: pip install variantlib==0.2.2"
@@ -35,16 +36,12 @@ variantlib = pytest.importorskip(
 from variantlib.variant_dist_info import VariantDistInfo  # noqa: E402
 from variantlib.variants_json import VariantsJson  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-RECIPES = ROOT / "recipes"
-# The cu13 wheel `make test` built (PTKIT_TEST_CU13_WHEEL), else the one in dist/cu13/.
-_GIVEN = os.environ.get("PTKIT_TEST_CU13_WHEEL")
-_FOUND = [Path(_GIVEN)] if _GIVEN else sorted((ROOT / "dist" / "cu13").glob("ptkit-*.whl"))
-CU13_SOURCE = _FOUND[-1] if _FOUND else ROOT / "dist" / "cu13" / "ptkit-<version>+cu13-….whl"
-CU13_WHEEL = CU13_SOURCE.name
-CU13_VERSION = CU13_WHEEL.split("-")[1]
+RECIPES = REPO / "recipes"
+CU13_VERSION = "0.1.0+cu13"
+CU13_WHEEL = f"ptkit_ops-{CU13_VERSION}-py3-none-manylinux_2_28_x86_64.whl"
+CU13_DIST_INFO = f"ptkit_ops-{CU13_VERSION}.dist-info"
 CU13_VARIANT_WHEEL = CU13_WHEEL.removesuffix(".whl") + "-cu13.whl"
-CU13_VARIANTS_JSON = f"ptkit-{CU13_VERSION}-variants.json"
+CU13_VARIANTS_JSON = f"ptkit_ops-{CU13_VERSION}-variants.json"
 CU13_PROPERTIES = [
     "nvidia :: cuda_version_lower_bound :: 13",
     "nvidia :: sm_arch :: 100_real",
@@ -77,13 +74,16 @@ def _variantlib_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def cu13_wheel(tmp_path: Path) -> Path:
-    source = CU13_SOURCE
-    if not source.is_file():
-        pytest.skip(f"{source} is absent: build it with `make wheel VARIANT=cu13`")
-    copy = tmp_path / "in" / CU13_WHEEL
-    copy.parent.mkdir()
-    shutil.copyfile(source, copy)
-    return copy
+    """A cu13 ptkit-ops wheel as the index gets it (name, dist-info, RECORD, a manifest)."""
+    wheel = make_wheel(
+        tmp_path / "in",
+        "ptkit-ops",
+        CU13_VERSION,
+        tag="py3-none-manylinux_2_28_x86_64",
+        manifest_variant="cu13",
+    )
+    assert wheel.name == CU13_WHEEL
+    return wheel
 
 
 # --- properties (no wheels needed) -------------------------------------------------
@@ -151,18 +151,15 @@ def test_cu13_files_named_and_readable_by_variantlib(cu13_wheel: Path, tmp_path:
 
     # variant.json inside the dist-info, listed in RECORD with its hash.
     with zipfile.ZipFile(out / CU13_VARIANT_WHEEL) as archive:
-        data = archive.read(f"ptkit-{CU13_VERSION}.dist-info/variant.json")
-        record = archive.read(f"ptkit-{CU13_VERSION}.dist-info/RECORD").decode()
+        data = archive.read(f"{CU13_DIST_INFO}/variant.json")
+        record = archive.read(f"{CU13_DIST_INFO}/RECORD").decode()
     info = VariantDistInfo(data, expected_label="cu13")
     assert sorted(p.to_str() for p in info.variant_desc.properties) == sorted(CU13_PROPERTIES)
     assert info.namespace_priorities == ["nvidia"]
     assert info.providers["nvidia"].requires == ["nvidia-variant-provider>=0.0.1,<1.0.0"]
     digest = hashlib.sha256(data).digest()
     b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-    assert (
-        f"ptkit-{CU13_VERSION}.dist-info/variant.json,sha256={b64},{len(data)}"
-        in record.splitlines()
-    )
+    assert f"{CU13_DIST_INFO}/variant.json,sha256={b64},{len(data)}" in record.splitlines()
 
 
 def test_cu13_wheel_content_is_the_input_plus_variant_json(
@@ -173,8 +170,8 @@ def test_cu13_wheel_content_is_the_input_plus_variant_json(
     with zipfile.ZipFile(cu13_wheel) as before, zipfile.ZipFile(out / CU13_VARIANT_WHEEL) as after:
         old = {i.filename: i for i in before.infolist()}
         new = {i.filename: i for i in after.infolist()}
-        record = f"ptkit-{CU13_VERSION}.dist-info/RECORD"
-        assert set(new) - set(old) == {f"ptkit-{CU13_VERSION}.dist-info/variant.json"}
+        record = f"{CU13_DIST_INFO}/RECORD"
+        assert set(new) - set(old) == {f"{CU13_DIST_INFO}/variant.json"}
         assert set(old) <= set(new)
         for name, info in old.items():
             assert new[name].date_time == info.date_time, name
@@ -220,17 +217,16 @@ def test_output_is_deterministic(
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01
     third = write_variant_files([cu13_wheel], _recipe("cu13"), tmp_path / "three")
     with zipfile.ZipFile(third[0]) as archive:
-        info = archive.getinfo(f"ptkit-{CU13_VERSION}.dist-info/variant.json")
+        info = archive.getinfo(f"{CU13_DIST_INFO}/variant.json")
     assert info.date_time == (2026, 1, 1, 0, 0, 0)
     fourth = write_variant_files([cu13_wheel], _recipe("cu13"), tmp_path / "four")
     assert third[0].read_bytes() == fourth[0].read_bytes()
 
 
 def test_input_wheel_is_unchanged(cu13_wheel: Path, tmp_path: Path) -> None:
-    original = ROOT / "dist" / "cu13" / CU13_WHEEL
-    before = (_sha256(cu13_wheel), _sha256(original), cu13_wheel.stat().st_mtime_ns)
+    before = (_sha256(cu13_wheel), cu13_wheel.stat().st_mtime_ns)
     write_variant_files([cu13_wheel], _recipe("cu13"), tmp_path / "out")
-    assert (_sha256(cu13_wheel), _sha256(original), cu13_wheel.stat().st_mtime_ns) == before
+    assert (_sha256(cu13_wheel), cu13_wheel.stat().st_mtime_ns) == before
     assert sorted(p.name for p in cu13_wheel.parent.iterdir()) == [CU13_WHEEL]
 
 
@@ -293,7 +289,8 @@ def test_unknown_xpu_device_raises() -> None:
     recipe = _recipe("xpu")
     recipe = dataclasses.replace(recipe, targets=dataclasses.replace(recipe.targets, xpu=("xe9",)))
     with pytest.raises(
-        VariantMetadataError, match=r"no Intel device IP \(GMDID\) known for the AOT device 'xe9'"
+        VariantMetadataError,
+        match=r"no Intel device IP \(GMDID\) is known for the AOT device 'xe9'",
     ):
         variant_properties(recipe)
 

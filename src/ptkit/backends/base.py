@@ -214,6 +214,14 @@ class Backend:
             f"{': ' + looked if looked else ''}). Fix: {', or '.join(fixes) or 'install it'}"
         )
 
+    def release_toolkit_environment(
+        self, site_packages: str, toolkit_version: str
+    ) -> dict[str, str]:
+        """What a release build needs to find the recipe's pip toolkit (``[toolkit]
+        packages``) installed into a venv whose site-packages is ``site_packages``; {} where
+        the build finds it unaided (or the backend has no pip toolkit)."""
+        return {}
+
     # --- targets --------------------------------------------------------------------------
 
     def target_problem(self, target: str) -> str | None:

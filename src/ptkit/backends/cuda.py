@@ -222,6 +222,15 @@ class CudaBackend(Backend):
                 found.append(ToolkitCandidate(system.resolve(), "system (PTKIT_CUDA_USE_SYSTEM)"))
         return tuple(dict.fromkeys(found))
 
+    def release_toolkit_environment(
+        self, site_packages: str, toolkit_version: str
+    ) -> dict[str, str]:
+        """``PTKIT_CUDA_ROOT`` at pip's ``nvidia/cu<major>`` (``nvidia-cuda-nvcc`` installs
+        there) in a venv that is not the build's: the candidates above search the build's
+        Python only."""
+        major = toolkit_version.split(".")[0]
+        return {"PTKIT_CUDA_ROOT": f"{site_packages}/nvidia/cu{major}"}
+
     def target_problem(self, target: str) -> str | None:
         if _TARGET.match(target):
             return None

@@ -1,8 +1,10 @@
 """The package index: one PEP 503/691/658 index per accelerator variant, and a server.
 
-``build_index`` (``ptkit index build``) writes ``<out>/<variant>/simple/``;
-``IndexServer`` (``ptkit index serve``) serves it with PEP 691 content negotiation.
-Installers use one variant's index: ``pip install ptkit --index-url <root>/cu13/simple``.
+``build_index`` (``ptkit index build``) writes ``<out>/<variant>/simple/``, each with the
+variant's wheels and the universal ones (the toolkit ``ptkit``); ``IndexServer`` (``ptkit
+index serve``) serves it with PEP 691 content negotiation. Installers use one variant's
+index: ``pip install ptkit-ops --index-url <root>/cu13/simple`` gets ``ptkit-ops`` +cu13
+and the ``ptkit`` it depends on from that page.
 """
 
 from __future__ import annotations

@@ -9,9 +9,16 @@ Layout under the output folder (``DIR``)::
         simple/<project>/index.html, index.json   the files, with hashes
         files/<wheel>, files/<wheel>.metadata     the wheels and their PEP 658 metadata
 
+What goes where: a wheel of a variant (its manifests' ``variant``, else its version's
+local label) into that variant's index, at its recipe's ``index-path``; a universal wheel
+(pure Python, neither: the toolkit ``ptkit-0.1.0-py3-none-any.whl``) into every variant's
+index, those of the recipes, of this run's wheels and of the indexes already under
+``DIR``, so that ``pip install ptkit-ops --index-url <root>/<variant>/simple`` finds the
+toolkit it depends on on the same page.
+
 Why this shape:
-- One index per variant (DESIGN.md decision 7): pip sorts local labels as strings, so
-  one page holding ``+cpu`` and ``+cu13`` always yields ``+cu13``.
+- One index per variant (docs/architecture.md, the flow): pip sorts local labels as
+  strings, so one page holding ``+cpu`` and ``+cu13`` always yields ``+cu13``.
 - Generations: a run writes a complete new tree, then swaps the variant's symlink with
   one ``rename``; a reader sees the old index or the new one, never half of one. The
   previous generation stays for readers still downloading from it; older ones go.
@@ -41,6 +48,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from ptkit.index.pages import IndexFile, project_html, project_json, root_html, root_json
 from ptkit.index.wheels import (
@@ -124,20 +132,45 @@ def _inspect_all(paths: Sequence[Path]) -> list[IndexedWheel]:
     return list(by_name.values())
 
 
-def _index_path(wheel: IndexedWheel, recipes: dict[str, Recipe]) -> tuple[str, Recipe | None]:
-    recipe = recipes.get(wheel.variant)
-    expected_label = recipe.local_version if recipe else wheel.variant
+def _recipe_index_path(recipe: Recipe) -> str:
+    return recipe.index_path or recipe.name
+
+
+def _index_path(
+    wheel: IndexedWheel, variant: str, recipes: dict[str, Recipe]
+) -> tuple[str, Recipe | None]:
+    recipe = recipes.get(variant)
+    expected_label = recipe.local_version if recipe else variant
     if wheel.version.local != expected_label:
         raise _fail(
-            f"{wheel.path}: its variant is {wheel.variant!r} ({wheel.variant_source}) but its "
+            f"{wheel.path}: its variant is {variant!r} ({wheel.variant_source}) but its "
             f"version {wheel.version} has the local label {wheel.version.local!r}, expected "
             f"{expected_label!r}; installers tell variants apart by that label. Rebuild it with "
-            "ptkit build --variant " + wheel.variant
+            "ptkit build --variant " + variant
         )
-    index_path = (recipe.index_path or recipe.name) if recipe else wheel.variant
+    index_path = _recipe_index_path(recipe) if recipe else variant
     if not valid_variant_name(index_path):
-        raise _fail(f"the index path {index_path!r} of variant {wheel.variant!r} is not safe")
+        raise _fail(f"the index path {index_path!r} of variant {variant!r} is not safe")
     return index_path, recipe
+
+
+def _every_index(
+    out: Path, recipes: dict[str, Recipe], plans: dict[str, _Plan]
+) -> dict[str, tuple[str, Recipe | None]]:
+    """Where a universal wheel goes: index path -> (variant, recipe) of every recipe, of
+    this run's wheels and of the indexes already under ``out``."""
+    targets: dict[str, tuple[str, Recipe | None]] = {}
+    for recipe in recipes.values():
+        targets.setdefault(_recipe_index_path(recipe), (recipe.name, recipe))
+    for plan in plans.values():
+        targets.setdefault(plan.index_path, (plan.variant, plan.recipe))
+    by_path = {_recipe_index_path(r): r for r in recipes.values()}
+    if out.is_dir():
+        for link in sorted(out.iterdir()):
+            if link.is_symlink() and valid_variant_name(link.name):
+                known = by_path.get(link.name)
+                targets.setdefault(link.name, (known.name if known else link.name, known))
+    return targets
 
 
 def _existing_entries(generation: Path | None) -> dict[str, dict[str, Any]]:
@@ -302,8 +335,12 @@ def _add_variant_files(
             "(pass --recipes DIR with <variant>.toml)"
         )
     previous = {f.filename: f for files in pages.values() for f in files}
+    # The variant's own wheels (they have its local label); a universal one gets no
+    # variant properties.
     wheel_names = sorted(
-        name for name, f in previous.items() if name.endswith(".whl") and f.version is not None
+        name
+        for name, f in previous.items()
+        if name.endswith(".whl") and f.version is not None and Version(f.version).local
     )
     created = write_variant_files([files_dir / n for n in wheel_names], plan.recipe, files_dir)
     names = []
@@ -389,7 +426,9 @@ def build_index(
 
     plans: dict[str, _Plan] = {}
     for wheel in inspected:
-        index_path, recipe = _index_path(wheel, recipes)
+        if wheel.variant is None:
+            continue
+        index_path, recipe = _index_path(wheel, wheel.variant, recipes)
         plan = plans.setdefault(index_path, _Plan(wheel.variant, index_path, recipe, {}, {}, None))
         if plan.variant != wheel.variant:
             raise _fail(
@@ -397,6 +436,18 @@ def build_index(
                 f"{index_path!r}; give each recipe its own index-path"
             )
         plan.wheels[wheel.filename] = wheel
+    universal = [wheel for wheel in inspected if wheel.universal]
+    if universal:
+        targets = _every_index(out, recipes, plans)
+        if not targets:
+            raise _fail(
+                f"{universal[0].path} is a universal wheel (pure Python, no variant): it goes "
+                "into every variant's index, and there is none here; pass the variants' "
+                "wheels too, or --recipes DIR"
+            )
+        for index_path, (variant, recipe) in targets.items():
+            plan = plans.setdefault(index_path, _Plan(variant, index_path, recipe, {}, {}, None))
+            plan.wheels.update((wheel.filename, wheel) for wheel in universal)
     for index_path in plans:  # refuse a foreign folder before writing anything
         _current_generation(out / index_path)
 

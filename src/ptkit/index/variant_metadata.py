@@ -2,7 +2,7 @@
 
 PEP 825 ("Wheel Variants: Package Format", status: **Draft**, created 2026-02) extends
 the wheel file name with a *variant label*
-(``ptkit-0.1.0+cu13-py3-none-linux_x86_64-cu13.whl``) and puts a
+(``ptkit_ops-0.1.0+cu13-py3-none-manylinux_2_28_x86_64-cu13.whl``) and puts a
 ``*.dist-info/variant.json`` inside the wheel mapping that label to *variant
 properties*, ``namespace :: feature :: value`` strings such as
 ``nvidia :: sm_arch :: 90_real``. The index serves a ``{name}-{version}-variants.json``
@@ -22,6 +22,8 @@ What ptkit writes, for ``ptkit index build --variant-metadata`` (once per varian
   PEP 825 labels are ``[0-9a-z_.]{1,16}``);
 - one ``{name}-{version}-variants.json`` per version among those wheels;
 - nothing for a variant without properties (``cpu``, ``metal``): see below.
+- nothing for a universal wheel on the page (the toolkit ``ptkit-0.1.0-py3-none-any.whl``,
+  which has no variant): ``ptkit index build`` passes only the variant's own wheels.
 
 Properties (``variant_properties``), in the namespaces and feature names of WheelNext's
 provider plugins, so variant-aware installers understand them:
@@ -62,10 +64,10 @@ back with ``VariantDistInfo`` (label from the file name), the ``variants.json`` 
 ``VariantsJson``, and the RECORD hash of ``variant.json`` is checked. Any failure raises
 ``VariantMetadataError`` with variantlib's message.
 
-Why the per-accelerator indexes stay the primary install path (DESIGN.md decision 7):
+Why the per-accelerator indexes stay the primary install path (docs/architecture.md):
 PEP 825 is a draft, pip and uv releases do not implement it, its provider plugins are
 pre-1.0 and run code at install time, and a wheel variant only works where the
-installer has the plugin. ``pip install --index-url <root>/cu13/simple ptkit`` works
+installer has the plugin. ``pip install --index-url <root>/cu13/simple ptkit-ops`` works
 today everywhere. So the variant files are an addition to a variant's page, never a
 replacement: the plain wheel stays linked beside them, and it is also what a
 variant-aware installer falls back to when the machine supports no listed property.

@@ -2,9 +2,12 @@
 
 The variant comes from inside the wheel: the ``variant`` of its native libraries'
 manifests (``<package>/_native/*.manifest.json``), else the local label of the version
-in its METADATA. The file name must agree with the METADATA (name, version) and the
-WHEEL file (tags); a wheel that contradicts itself is refused, as are archives with
-entries that would escape the install folder.
+in its METADATA. A pure-Python wheel (``*-none-any``) with neither, such as the toolkit
+``ptkit-0.1.0-py3-none-any.whl``, is *universal*: it belongs to every variant's index
+(``pip install ptkit-ops --index-url <root>/cpu/simple`` finds ``ptkit`` beside it). The
+file name must agree with the METADATA (name, version) and the WHEEL file (tags); a
+wheel that contradicts itself is refused, as are archives with entries that would escape
+the install folder.
 """
 
 from __future__ import annotations
@@ -53,12 +56,19 @@ class IndexedWheel:
     metadata: bytes  # the METADATA file, served as <filename>.metadata (PEP 658)
     sha256: str
     size: int
-    variant: str
-    variant_source: str  # "manifest ptkit/_native/ptkit_cuda.manifest.json" or "version label"
+    variant: str | None
+    """None: universal, in every variant's index."""
+    variant_source: str
+    """``manifest ptkit_ops/_native/ptkit_ops_cuda.manifest.json``, ``version label`` or
+    ``universal: pure Python, no manifest, no version label``."""
 
     @property
     def metadata_sha256(self) -> str:
         return hashlib.sha256(self.metadata).hexdigest()
+
+    @property
+    def universal(self) -> bool:
+        return self.variant is None
 
 
 def _refuse(path: Path, problem: str) -> IndexBuildError:
@@ -157,6 +167,7 @@ def inspect_wheel(path: Path) -> IndexedWheel:
         )
 
     distinct = set(manifests.values())
+    variant: str | None
     if len(distinct) > 1:
         raise _refuse(path, f"its native libraries' manifests name different variants: {manifests}")
     if distinct:
@@ -164,13 +175,16 @@ def inspect_wheel(path: Path) -> IndexedWheel:
         source = f"manifest {manifest_name}"
     elif version.local:
         variant, source = str(version.local), "version label"
+    elif all(tag.platform == "any" for tag in tags):
+        variant, source = None, "universal: pure Python, no manifest, no version label"
     else:
         raise _refuse(
             path,
-            "its variant is unknown: no ptkit manifest (<package>/_native/*.manifest.json) and "
-            "no local version label (+cpu, +cu13 …); build it with ptkit build",
+            "its variant is unknown: no ptkit manifest (<package>/_native/*.manifest.json), "
+            "no local version label (+cpu, +cu13 …), and platform tags, so it is no pure "
+            "wheel for every index either; build it with ptkit build",
         )
-    if not valid_variant_name(variant):
+    if variant is not None and not valid_variant_name(variant):
         raise _refuse(
             path,
             f"its variant {variant!r} is not a safe folder name "

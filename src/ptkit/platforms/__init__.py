@@ -23,6 +23,7 @@ __all__ = [
     "current_platform",
     "manifest_platform",
     "platform_for_system",
+    "platform_for_wheel_tag",
     "release_platform",
     "release_platform_for",
 ]
@@ -37,6 +38,12 @@ RELEASE_PLATFORMS: dict[str, ReleasePlatform] = {
 def platform_for_system(system: str) -> Platform | None:
     """The platform whose ``platform.system()`` is ``system`` (``Linux``), or None."""
     return next((p for p in PLATFORMS.values() if p.system == system), None)
+
+
+def platform_for_wheel_tag(tag: str) -> Platform | None:
+    """The platform of a wheel platform tag (``manylinux_2_28_x86_64`` -> linux); None for
+    ``any`` and the tags of systems ptkit has no module for."""
+    return next((p for p in PLATFORMS.values() if p.has_wheel_tag(tag)), None)
 
 
 def release_platform(name: str) -> ReleasePlatform:

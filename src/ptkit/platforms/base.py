@@ -140,6 +140,25 @@ class Platform:
     def _quoted(items: Sequence[str]) -> str:
         return " ".join(shlex.quote(item) for item in items)
 
+    # --- wheel tags and release shell commands ---------------------------------------
+
+    wheel_tag_prefixes: ClassVar[tuple[str, ...]] = ()
+    """How this OS's wheel platform tags begin (``manylinux``, ``linux``; ``macosx``; ``win``)."""
+    toolkit_python: ClassVar[str] = "python"
+    """The Python a release job makes the toolkit venv (``toolkit_dir``) with."""
+
+    def has_wheel_tag(self, tag: str) -> bool:
+        """Whether a wheel platform tag (``manylinux_2_28_x86_64``) is one of this OS's."""
+        return tag.startswith(self.wheel_tag_prefixes)
+
+    def venv_python(self, venv: str) -> str:
+        """The Python of a venv made at ``venv`` on this OS."""
+        return f"{venv}/bin/python"
+
+    def shell_quote(self, argument: str) -> str:
+        """``argument`` quoted for the shell cibuildwheel runs this OS's commands in (sh)."""
+        return shlex.quote(argument)
+
 
 _X86_64_LEVELS = (
     IsaLevel(

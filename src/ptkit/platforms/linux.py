@@ -43,6 +43,7 @@ class LinuxPlatform(Platform):
     toolkit_site = "/opt/ptkit-toolkit/lib/python3.12/site-packages"
     toolkit_python = "/opt/python/cp312-cp312/bin/python"
     _native_pattern = re.compile(r"\.so(\.\d+)*$")
+    wheel_tag_prefixes = ("manylinux", "musllinux", "linux")
 
     def library_problem(self, path: Path) -> str | None:
         return elf_problem(path)

@@ -35,6 +35,7 @@ class MacosPlatform(Platform):
     )  # fmt: skip
     build_environment: ClassVar[dict[str, str]] = {"MACOSX_DEPLOYMENT_TARGET": "11.0"}
     _native_pattern = re.compile(r"\.(dylib|so)$")
+    wheel_tag_prefixes = ("macosx",)
 
     def repair_command(self, excludes: Sequence[str]) -> str:
         flags = " ".join(f"--exclude {lib}" for lib in excludes)

@@ -35,10 +35,18 @@ class WindowsPlatform(Platform):
     # Compiler launchers need a Ninja build (the Visual Studio generator ignores them).
     build_environment: ClassVar[dict[str, str]] = {"CMAKE_GENERATOR": "Ninja"}
     _native_pattern = re.compile(r"\.(dll|pyd)$")
+    wheel_tag_prefixes = ("win",)
 
     def repair_command(self, excludes: Sequence[str]) -> str:
         flags = " ".join(f"--exclude {lib}" for lib in excludes)
         return f"delvewheel repair {flags} -w {{dest_dir}} {{wheel}}"
+
+    def venv_python(self, venv: str) -> str:
+        return f"{venv}\\Scripts\\python.exe"
+
+    def shell_quote(self, argument: str) -> str:
+        # cibuildwheel runs Windows commands in cmd.exe, which knows double quotes only.
+        return f'"{argument}"'
 
 
 PLATFORM = WindowsPlatform()

@@ -1,19 +1,23 @@
 """What GPU code a CUDA library really carries, from ``cuobjdump``, against its manifest.
 
-Standard library only: the CMake install step runs this file by path
-(``python fatbin.py check <manifest> --cuobjdump <path>``) before ptkit is installed,
-and a mismatch fails the build. ``ptkit inspect`` uses the same functions.
+Standard library only: the CMake install step runs it (``python -m ptkit.release.fatbin
+check <manifest> --cuobjdump <path>``, ``PYTHONPATH`` at the package that holds the CMake
+files) before ptkit is installed, and a mismatch fails the build. ``ptkit inspect`` and
+the release audit use the same functions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from ptkit.backends import BACKENDS
 
 __all__ = ["FatbinTargets", "find_cuobjdump", "list_cuda_targets"]
 
@@ -33,12 +37,14 @@ class FatbinTargets:
 
 
 def find_cuobjdump(hint: str | None = None) -> str | None:
-    """``hint``, else cuobjdump from pip (nvidia-cuda-cuobjdump), else from PATH."""
+    """``hint``, else the cuobjdump beside the nvcc the CUDA backend would build with
+    (``PTKIT_CUDA_ROOT``, pip's ``nvidia-cuda-cuobjdump`` on ``sys.path``), else PATH's."""
     if hint and Path(hint).is_file():
         return hint
-    for root in map(Path, sys.path):
-        for candidate in sorted(root.glob("nvidia/cu*/bin/cuobjdump")):
-            return str(candidate)
+    for candidate in BACKENDS["cuda"].toolkit_candidates(os.environ, sys.path):
+        tool = candidate.root / "bin" / "cuobjdump"
+        if tool.is_file():
+            return str(tool)
     return shutil.which("cuobjdump")
 
 

@@ -3,6 +3,9 @@
 For each native library: its manifest, what it links (DT_NEEDED, RPATH), the
 stable-ABI symbol audit, and the GPU code inside compared with the manifest: SASS/PTX
 of the CUDA fatbinary (``cuobjdump``), gfx code objects of the HIP offload bundles.
+The platform of a wheel's tag says which files are its native libraries, as in the
+release audit (:mod:`ptkit.release.wheel_audit`); ELF libraries are read, Mach-O and PE
+ones are reported as not audited yet.
 """
 
 from __future__ import annotations
@@ -16,12 +19,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 from ptkit.loading.manifest import MANIFEST_SUFFIX, ManifestError, read_manifest
-from ptkit.release.audit import audit_elf
+from ptkit.platforms import PLATFORMS, Platform
+from ptkit.release.elf_audit import audit_elf
 from ptkit.release.fatbin import find_cuobjdump, list_cuda_targets
 from ptkit.release.offload import OffloadError, list_hip_targets
+from ptkit.release.wheel_audit import by_arch, not_audited, wheel_platform
 
-__all__ = ["LibraryReport", "inspect_path"]
+__all__ = ["LibraryReport", "inspect_path", "reports_json"]
+
+_ELF_MAGIC = b"\x7fELF"
 
 
 @dataclasses.dataclass
@@ -60,27 +69,51 @@ class LibraryReport:
         return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Native:
+    """The native libraries to report on, and the platform whose format they are."""
+
+    platform: Platform | None
+    libraries: list[Path]
+    problems: list[str]
+
+
+def _library_platform(path: Path) -> Platform | None:
+    """The platform of a lone library file: by its name, else by the ELF magic."""
+    named = next((p for p in PLATFORMS.values() if p.is_native_library(path.name)), None)
+    if named is not None:
+        return named
+    with path.open("rb") as f:
+        return PLATFORMS["linux"] if f.read(4) == _ELF_MAGIC else None
+
+
 @contextmanager
-def _native_files(path: Path) -> Iterator[list[Path]]:
-    """The native libraries of a wheel (extracted) or the library itself."""
-    if path.suffix == ".whl":
-        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as wheel:
-            names = [n for n in wheel.namelist() if n.endswith((".so", MANIFEST_SUFFIX))]
-            for name in names:
-                wheel.extract(name, tmp)
-            yield sorted(Path(tmp, n) for n in names if n.endswith(".so"))
-    else:
-        yield [path]
+def _native_files(path: Path) -> Iterator[_Native]:
+    """The native libraries of a wheel (extracted; the platform of its tag decides which
+    files they are) or the library itself."""
+    if path.suffix != ".whl":
+        platform = _library_platform(path)
+        problems = [] if platform else [f"{path.name} is no native library ptkit knows"]
+        yield _Native(platform, [path], problems)
+        return
+    try:
+        tags = tuple(sorted({t.platform for t in parse_wheel_filename(path.name)[3]}))
+    except InvalidWheelFilename:
+        tags = ()
+    platform, problems = wheel_platform(path.name, tags)
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as wheel:
+        native = [n for n in wheel.namelist() if platform and platform.is_native_library(n)]
+        manifests = [n for n in wheel.namelist() if n.endswith(MANIFEST_SUFFIX)]
+        for name in [*native, *manifests]:
+            wheel.extract(name, tmp)
+        yield _Native(platform, sorted(Path(tmp, n) for n in native), problems)
 
 
-def _by_arch(targets: set[str]) -> list[str]:
-    """sm_90 before sm_100: numeric order."""
-    return sorted(targets, key=lambda t: (int("".join(c for c in t if c.isdigit()) or 0), t))
-
-
-def _report(library: Path, cuobjdump: str | None) -> LibraryReport:
+def _report(
+    library: Path, platform: Platform | None, problems: list[str], cuobjdump: str | None
+) -> LibraryReport:
     manifest_data = None
-    problems: list[str] = []
+    problems = list(problems)
     for path in sorted(library.parent.glob(f"*{MANIFEST_SUFFIX}")):
         try:
             manifest = read_manifest(path)
@@ -91,7 +124,17 @@ def _report(library: Path, cuobjdump: str | None) -> LibraryReport:
             manifest_data = manifest.to_json()
     if manifest_data is None:
         problems.append(f"no manifest next to {library.name}: the loader will not load it")
-    elf = audit_elf(library)
+    if platform is None or platform.binary_format != "ELF":
+        if platform is not None:
+            problems.append(not_audited(library.name, platform))
+        return LibraryReport(library.name, manifest_data, [], [], problems, None)
+    from elftools.common.exceptions import ELFError
+
+    try:
+        elf = audit_elf(library)
+    except (ELFError, OSError, ValueError) as exc:
+        problems.append(f"{library.name}: not a readable ELF library ({exc})")
+        return LibraryReport(library.name, manifest_data, [], [], problems, None)
     problems += elf.problems
     fatbin = None
     if manifest_data and manifest_data["backend"] == "cuda":
@@ -102,7 +145,7 @@ def _report(library: Path, cuobjdump: str | None) -> LibraryReport:
             )
         else:
             found = list_cuda_targets(library, tool)
-            fatbin = {"sass": _by_arch(found.sass), "ptx": _by_arch(found.ptx)}
+            fatbin = {"sass": by_arch(found.sass), "ptx": by_arch(found.ptx)}
             if set(found.sass) != set(manifest_data["targets"].get("sass", [])) or set(
                 found.ptx
             ) != set(manifest_data["targets"].get("ptx", [])):
@@ -125,8 +168,10 @@ def inspect_path(path: Path, *, cuobjdump: str | None = None) -> list[LibraryRep
     """Reports for every native library of a wheel, or for one library file."""
     if not path.exists():
         raise FileNotFoundError(f"ptkit inspect: {path} does not exist")
-    with _native_files(path) as libraries:
-        return [_report(lib, cuobjdump) for lib in libraries]
+    with _native_files(path) as native:
+        return [
+            _report(lib, native.platform, native.problems, cuobjdump) for lib in native.libraries
+        ]
 
 
 def reports_json(reports: list[LibraryReport]) -> str:

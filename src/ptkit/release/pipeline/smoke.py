@@ -1,0 +1,182 @@
+"""Stage 4, smoke: the wheel installed into a fresh environment and its release test run.
+
+The environment sees this one's packages (torch, pip) and the ptkit toolkit that runs
+the build through a ``.pth`` file, so nothing is downloaded; the wheel is installed with
+``--no-deps``, and the recipe's ``[release] test-command`` runs there as cibuildwheel
+runs it (``python`` is the fresh environment's). A recipe without one gets ``python -m
+ptkit.runtime.smoke <package>``. The package is the wheel's own (the folder holding
+``_native/``), so another project built with ptkit is smoke-tested the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+
+import ptkit
+from ptkit.recipes.model import Recipe
+from ptkit.release.pipeline._tools import run_tool
+from ptkit.release.pipeline.errors import BuildError
+
+__all__ = ["SmokeResult", "fresh_venv", "smoke_command", "smoke_test", "wheel_package"]
+
+_NATIVE_MANIFEST = re.compile(r"^[^/]+/_native/[^/]+\.manifest\.json$")
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeResult:
+    command: str
+    """What ran (a shell command line)."""
+    output: str
+    """Its standard output."""
+
+
+def _purelib(python: Path | str) -> str:
+    proc = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+def _site_dirs(python: Path | str) -> list[str]:
+    """``python``'s site-packages folders, its own and those its .pth files add (a base
+    that is itself such a venv): .pth files in a folder added by a .pth are not read."""
+    code = (
+        "import sys, sysconfig; print('\\n'.join([sysconfig.get_path('purelib')] + "
+        "[p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))]))"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    return list(dict.fromkeys(line for line in proc.stdout.splitlines() if line))
+
+
+def fresh_venv(
+    path: Path, base_python: Path | str = sys.executable, extra_paths: Sequence[str] = ()
+) -> Path:
+    """A new venv at ``path`` that sees ``base_python``'s packages (torch, pip) and
+    ``extra_paths`` through a ``.pth`` file, as tests/support.fresh_venv makes them:
+    nothing is downloaded, and the venv's own site-packages (the wheel under test) comes
+    first on sys.path."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    python = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    Path(_purelib(python), "_base_env.pth").write_text(
+        "".join(f"{d}\n" for d in dict.fromkeys([*extra_paths, *_site_dirs(base_python)]))
+    )
+    return python
+
+
+def _child_env() -> dict[str, str]:
+    """The user's environment without ptkit's switches and PYTHONPATH: the wheel as shipped."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def wheel_package(wheel: Path) -> str:
+    """The import package a wheel ships its native libraries in: the top-level folder
+    holding ``_native/*.manifest.json`` (``ptkit_ops`` for ptkit's own ops), else the
+    distribution's name with ``_`` for ``-``."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = sorted({n.split("/", 1)[0] for n in names if _NATIVE_MANIFEST.match(n)})
+    if len(tops) == 1:
+        return tops[0]
+    return str(parse_wheel_filename(wheel.name)[0]).replace("-", "_")
+
+
+def _toolkit_path() -> str:
+    """The folder holding the ptkit package that runs this build (site-packages, or a
+    source tree's src/): the smoke environment imports the same toolkit."""
+    return str(Path(ptkit.__file__).resolve().parents[1])
+
+
+def smoke_command(recipe: Recipe, package: str, version: str, project: Path) -> str:
+    """What the smoke stage runs (a shell command, ``python`` on PATH being the fresh
+    environment's): the recipe's release test, as cibuildwheel runs it, else the generic
+    smoke test of a ptkit-built package."""
+    if recipe.release is not None:
+        # cibuildwheel's placeholders: both are the project folder for a root pyproject.
+        folder = shlex.quote(str(project))
+        return recipe.release.test_command.replace("{project}", folder).replace("{package}", folder)
+    return shlex.join(["python", "-m", "ptkit.runtime.smoke", package, "--expect-version", version])
+
+
+def smoke_test(
+    wheel: Path,
+    *,
+    recipe: Recipe,
+    project: Path,
+    venv_dir: Path,
+    base_python: Path | str = sys.executable,
+) -> SmokeResult:
+    """Install ``wheel`` into a fresh venv at ``venv_dir`` and run the smoke command there."""
+    variant = recipe.name
+    package = wheel_package(wheel)
+    version = str(parse_wheel_filename(wheel.name)[1])
+    command = smoke_command(recipe, package, version, project)
+    fix = f"run `{command}` after installing the wheel to see it again"
+    shutil.rmtree(venv_dir, ignore_errors=True)
+    try:
+        python = fresh_venv(venv_dir, base_python, [_toolkit_path()])
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BuildError(
+            "smoke", variant, f"cannot create a venv at {venv_dir}: {exc}", fix
+        ) from exc
+    env = _child_env()
+    # --force-reinstall: the base environment may hold the same version (pip would
+    # call it satisfied); pip leaves that copy alone, it is outside this venv.
+    run_tool(
+        "smoke",
+        variant,
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+         "--force-reinstall", str(wheel)],
+        env,
+        "the wheel does not install: check its METADATA and tags",
+    )  # fmt: skip
+    if not Path(_purelib(python), package, "__init__.py").is_file():
+        raise BuildError(
+            "smoke", variant, f"pip did not install {package} into {venv_dir}", "check pip's output"
+        )
+    env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])
+    env["VIRTUAL_ENV"] = str(venv_dir)
+    proc = subprocess.run(
+        command,
+        shell=True,
+        env=env,
+        cwd=venv_dir,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise BuildError(
+            "smoke",
+            variant,
+            f"`{command}` failed in a fresh environment",
+            "the load decisions and checks above say what; `ptkit explain` after installing "
+            "the wheel shows the loader's reasons",
+            details=(proc.stdout + proc.stderr).strip(),
+        )
+    return SmokeResult(command, proc.stdout.strip())

@@ -1,0 +1,36 @@
+"""The libraries a wheel takes from the user's torch: never copied into it, always allowed.
+
+A ptkit library links torch (``libtorch_cpu.so``, ``libc10.so``) and, for a GPU backend,
+the runtime torch itself loads (``libcudart.so.13``); they come with the torch the user
+installed, never from a second copy in the wheel. The table is each backend's
+``runtime_libraries`` (:mod:`ptkit.backends`); every variant carries a CPU library, so a
+backend's libraries are the CPU's row plus its own. The local repair (``ptkit build``),
+cibuildwheel's repair commands (``ptkit matrix``) and the wheel audit (DT_NEEDED) read
+them here, so the three cannot disagree.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from ptkit.backends import BACKENDS, get_backend
+
+__all__ = ["all_torch_libraries", "is_torch_library", "torch_libraries"]
+
+
+def torch_libraries(backend: str, os_name: str) -> tuple[str, ...]:
+    """The library patterns (``libcudart.so.*``) a ``backend`` variant's libraries take from
+    torch on ``os_name`` (``linux``, ``macos``, ``windows``): the CPU's and the backend's."""
+    cpu = BACKENDS["cpu"].runtime_libraries.get(os_name, ())
+    own = get_backend(backend).runtime_libraries.get(os_name, ())
+    return tuple(dict.fromkeys((*cpu, *own)))
+
+
+def all_torch_libraries(os_name: str) -> tuple[str, ...]:
+    """Every backend's, for a library whose backend is unknown (it has no manifest)."""
+    return tuple(dict.fromkeys(p for name in BACKENDS for p in torch_libraries(name, os_name)))
+
+
+def is_torch_library(file_name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``file_name`` (a DT_NEEDED entry, a DLL import) matches one of ``patterns``."""
+    return any(fnmatchcase(file_name, pattern) for pattern in patterns)
