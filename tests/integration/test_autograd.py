@@ -55,7 +55,9 @@ def _cases() -> list[tuple[str, object, tuple[torch.Tensor, ...]]]:
 @pytest.mark.parametrize(("name", "fn", "inputs"), _cases(), ids=[c[0] for c in _cases()])
 def test_gradcheck_and_gradgradcheck(native_cpu_loaded: None, name: str, fn, inputs) -> None:  # type: ignore[no-untyped-def]
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Input #\d+ requires gradient and is not a double")
+        warnings.filterwarnings(
+            "ignore", message=r"Input #\d+ requires gradient and is not a double"
+        )
         assert gradcheck(fn, inputs, **GRADCHECK)
         assert gradgradcheck(fn, inputs, **GRADGRADCHECK)
 

@@ -48,7 +48,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = [
-    "PLATFORMS",
     "Recipe",
     "RecipeError",
     "Release",
@@ -63,9 +62,6 @@ __all__ = [
     "schema_text",
 ]
 
-# The release platforms' recipe names, in the order recipes list them (ptkit.platforms
-# holds them; kept here for the release matrix, which imports it from this module).
-PLATFORMS: tuple[str, ...] = tuple(RELEASE_PLATFORMS)
 
 _LOCAL_LABEL = re.compile(r"^[a-z0-9]+(?:[.][a-z0-9]+)*$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9.]*$")
@@ -396,6 +392,12 @@ def _cross_field_problems(values: Mapping[str, Any], variant: str) -> list[str]:
                 f"{owner!r}: remove it, or set variant.backend = {owner!r}"
             )
     allowed = BACKENDS[backend].release_platforms
+    release = values.get("release")
+    if isinstance(release, dict) and release.get("platforms") == ():
+        problems.append(
+            f"release.platforms: backend {backend!r} releases on {', '.join(allowed)}: list "
+            "at least one of them"
+        )
     for platform in (values.get("release") or {}).get("platforms", ()):
         if platform not in allowed:
             problems.append(

@@ -105,9 +105,7 @@ def load_package(
                 metal_binding=bind if metal_binding is not None else None,
             )
         defined = {ns: tuple(names) for ns, names in (ops or {}).items()}
-        load = PackageLoad(
-            package, package_version(package), native_dir, tuple(decisions), defined
-        )
+        load = PackageLoad(package, package_version(package), native_dir, tuple(decisions), defined)
         _packages[package] = load
         _metal[package] = bound
         return load
