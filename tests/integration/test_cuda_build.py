@@ -30,10 +30,12 @@ def test_system_cuda_13_0_cannot_build_sm107_and_says_how_to_fix(tmp_path: Path)
     assert proc.returncode != 0
     message = " ".join(proc.stderr.split())
     assert (
-        "ptkit_add_kernel_library(ptkit_cuda): CUDA target sm_107 needs CUDA >= 13.5; found 13.0"
-        in message
+        "ptkit_add_kernel_library(ptkit_cuda): CUDA target sm_107 needs CUDA >= 13.5; found "
+        f"nvcc 13.0" in message
     )
     assert f"at {SYSTEM_NVCC}" in message
+    # What the compiler builds, SASS by capability, then PTX.
+    assert "(it builds: sm_75 sm_80 sm_86" in message
     assert "pip install 'nvidia-cuda-nvcc==13.5.*'" in message
 
 
@@ -63,7 +65,10 @@ def test_malformed_arch_list_is_rejected(tmp_path: Path, pip_cuda_root: Path) ->
         env={"PTKIT_CUDA_ROOT": str(pip_cuda_root), "PTKIT_CUDA_ARCHS": "sm90"},
     )
     assert proc.returncode != 0
-    assert "PTKIT_CUDA_ARCHS entry 'sm90' is not like 9.0" in " ".join(proc.stderr.split())
+    assert (
+        "PTKIT_CUDA_ARCHS='sm90': 'sm90' is not a compute capability (expected entries like "
+        "9.0, 10.0a, 12.0f or 12.0+PTX)" in " ".join(proc.stderr.split())
+    )
 
 
 def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Path) -> None:
@@ -81,7 +86,9 @@ def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Pat
     )
     proc = _configure(project, tmp_path / "build", "-DPTKIT_CUDA_USE_SYSTEM=ON")
     assert proc.returncode == 0, proc.stderr
-    assert "optional CUDA target sm_107 dropped" in " ".join(proc.stderr.split())
+    assert "ptkit_resolve_targets(cuda): optional target(s) sm_107 dropped" in " ".join(
+        proc.stderr.split()
+    )
     manifest = json.loads((tmp_path / "build" / "ext_cuda.manifest.in.json").read_text())
     assert manifest["dropped_targets"] == ["sm_107"]
     assert manifest["targets"] == {"sass": ["sm_90"], "ptx": ["compute_90"]}

@@ -295,13 +295,17 @@ class Backend:
                 (),
                 (),
                 f"{self.title} target {target} {self.missing_target_reason(target)}; found "
-                f"{compiler} (it builds: {' '.join(sorted(have)) or 'nothing'}). "
+                f"{compiler} (it builds: {' '.join(sorted(have, key=self.sort_key)) or 'nothing'}). "
                 f"Fix: {', or '.join(fix)}.",
             )
         if not built:
             asked = " ".join((*request.targets, *request.optional))
             return Resolution((), tuple(dropped), f"no {self.title} target left to build ({asked})")
         return Resolution(tuple(built), tuple(dropped))
+
+    def sort_key(self, target: str) -> tuple[int, int, str]:
+        """The order targets are listed in (CUDA: SASS before PTX, by capability)."""
+        return (0, 0, target)
 
     def supports(self, target: str, supported: set[str]) -> bool:
         """Whether a compiler that lists ``supported`` builds ``target``."""
