@@ -91,3 +91,42 @@ def test_explain_still_loads_the_ops():
     routes = packages["ptkit_ops"]["routes"]
     assert {(r["op"], r["device_type"]) for r in routes} >= {("rms_norm", "cpu")}
     assert torch_imported is True
+
+
+def test_the_console_script_says_errors_in_one_line(tmp_path):
+    """The installed console script runs every command inside the one error boundary: a
+    file name too long for the file system is one line with the fix (exit 1), and
+    PTKIT_DEBUG=1 (or the doctor's older PTKIT_DOCTOR_DEBUG) shows the traceback."""
+    long_name = "a" * 300
+    proc = subprocess.run(
+        [str(SCRIPT), "new", long_name],
+        env=python_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"ptkit new: {tmp_path}/{'a' * 20}…{'a' * 8} (a name of 300 characters): File name too "
+        "long; choose a shorter name (a file or folder name has at most 255 bytes)"
+    ]
+    for switch in ("PTKIT_DEBUG", "PTKIT_DOCTOR_DEBUG"):
+        debug = subprocess.run(
+            [str(SCRIPT), "new", long_name],
+            env=python_env(**{switch: "1"}),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert "Traceback (most recent call last)" in debug.stderr, switch
+    wheel = tmp_path / "empty.whl"
+    wheel.touch()
+    _, _, err = ptkit("inspect", str(wheel), ok=(2,))
+    assert err.strip() == (
+        f"ptkit inspect: {wheel} is not a wheel: it is not a zip archive (0 bytes; a download "
+        "cut short?); pass a wheel built by `ptkit build` or `pip wheel`"
+    )

@@ -328,6 +328,66 @@ def test_h200_tree_with_the_cpu_variant(tmp_path: Path):
     assert "nvidia:0  NVIDIA H200  sm_90" in text.stdout
 
 
+def test_the_installed_variant_against_selects_answer(tmp_path: Path):
+    """The cpu wheel installed here, an H200 tree: PTK308 names the variant `ptkit select`
+    recommends and the pip command, with the index of PTKIT_INDEX_URL."""
+    env = {**_no_smi(tmp_path), "PTKIT_INDEX_URL": "https://ptkit.example.org/index"}
+    root = str(FIXTURES / "h200")
+    selected = json.loads(
+        run([sys.executable, "-m", "ptkit", "select", "--root", root, "--json"], env=env).stdout
+    )
+    result = doctor("doctor", "--json", "--root", root, "--select", "PTK308", env=env)
+    document = assert_valid(result)
+    (finding,) = document["findings"]
+    assert finding["severity"] == "warning"
+    assert (
+        "variant cpu is installed, but `ptkit select` recommends the cu13 variant"
+        in (finding["message"])
+    )
+    assert finding["message"].endswith(selected["reason"])
+    version = document["facts"]["packages"][0]["version"].partition("+")[0]
+    assert finding["fix"] == (
+        f"replace it with the cu13 variant: pip install --no-deps ptkit-ops=={version}+cu13 "
+        f"--index-url {selected['variant_index_url']}"
+    )
+
+
+def test_a_cu13_wheel_on_a_machine_without_a_gpu(tmp_path: Path, cu13_wheel: Path):
+    """Issue 15: the cu13 wheel installed (pip --target, first on the path), no GPU: the
+    doctor said "no problems" while `ptkit select` recommends cpu."""
+    target = tmp_path / "site"
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(cu13_wheel),
+        ]
+    )
+    env = {**_no_smi(tmp_path), "PYTHONPATH": str(target)}
+    root = str(FIXTURES / "no_gpu")
+    selected = json.loads(
+        run([sys.executable, "-m", "ptkit", "select", "--root", root, "--json"], env=env).stdout
+    )
+    assert selected["variant"] == "cpu"
+    result = doctor("doctor", "--json", "--root", root, env=env)
+    document = assert_valid(result)
+    (package,) = [p for p in document["facts"]["packages"] if p["name"] == "ptkit_ops"]
+    assert package["variant"] == "cu13" and package["location"].startswith(str(target))
+    (finding,) = [f for f in document["findings"] if f["check"] == "PTK308"]
+    assert result.returncode == 1
+    assert finding["message"] == (
+        f"ptkit_ops {package['version']}, variant cu13 is installed, but `ptkit select` "
+        f"recommends the cpu variant for this machine: {selected['reason']}"
+    )
+    version = package["version"].partition("+")[0]
+    assert f"pip install --no-deps ptkit-ops=={version}+cpu --index-url " in finding["fix"]
+
+
 def test_h200_tree_with_a_cpu_torch(tmp_path: Path):
     """A torch whose version.py says CPU build (a stand-in folder: import is never tried)."""
     site = tmp_path / "site" / "torch"
@@ -416,14 +476,15 @@ def test_a_doctor_bug_is_exit_2_with_one_line(damaged_ptkit: dict[str, str]):
         "ptkit doctor: internal error while running the checks: CheckCrashed: check PTK299 "
         "(damaged) raised KeyError: 'damaged on purpose'"
     )
-    assert "bug in ptkit doctor" in lines[0] and "PTKIT_DOCTOR_DEBUG=1" in lines[0]
+    assert "bug in ptkit doctor" in lines[0] and "`PTKIT_DEBUG=1 ptkit doctor`" in lines[0]
     assert "Traceback" not in result.stderr
     as_json = doctor("doctor", "--json", env=damaged_ptkit)
     assert as_json.returncode == 2
     assert as_json.document["error"] == lines[0]
     assert "Traceback" not in as_json.stderr
-    debug = doctor("doctor", env={**damaged_ptkit, "PTKIT_DOCTOR_DEBUG": "1"})
-    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    for switch in ("PTKIT_DEBUG", "PTKIT_DOCTOR_DEBUG"):  # the old name still works
+        debug = doctor("doctor", env={**damaged_ptkit, switch: "1"})
+        assert debug.returncode != 0 and "Traceback" in debug.stderr, switch
 
 
 # --- (g) --smoke on this machine ---------------------------------------------------------

@@ -55,6 +55,7 @@ def ptkit(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str,
 def commands_imported(modules: set[str]) -> set[str]:
     return {m.rpartition(".")[2] for m in modules if m.startswith("ptkit.cli.")} - {
         "options",
+        "failures",
         "_packages",
     }
 

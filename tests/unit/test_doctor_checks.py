@@ -11,6 +11,7 @@ import dataclasses
 import io
 import json
 import re
+import shlex
 from collections.abc import Iterator
 
 import jsonschema
@@ -242,7 +243,7 @@ def test_every_check_is_skipped_not_crashed_without_facts():
 def test_select_and_ignore_by_id_name_and_comma_list():
     assert resolve_ids(["ptk101, torch-broken", "PTK202"]) == ("PTK101", "PTK102", "PTK202")
     f = facts(torch=NO_TORCH, machine=H200_MACHINE)
-    assert ids(f) == ["PTK101", "PTK202"]
+    assert ids(f) == ["PTK101", "PTK202", "PTK308"]
     assert ids(f, select=["PTK101"]) == ["PTK101"]
     assert "PTK101" not in ids(f, ignore=["torch-missing"])
     _, skipped = run_checks(Facts(), select=["PTK104"])
@@ -271,8 +272,9 @@ def test_torch_missing():
         "it (their import fails)"
     ]
     assert only(HEALTHY, "PTK101") == []
-    # Without torch, the checks about torch's build stay quiet (PTK202 is about ptkit-ops).
-    assert ids(facts(torch=NO_TORCH, machine=H200_MACHINE)) == ["PTK101", "PTK202"]
+    # Without torch, the checks about torch's build stay quiet (PTK202 and PTK308 are
+    # about ptkit-ops).
+    assert ids(facts(torch=NO_TORCH, machine=H200_MACHINE)) == ["PTK101", "PTK202", "PTK308"]
 
 
 def test_torch_broken():
@@ -459,6 +461,61 @@ def test_smoke_load_check_problems_are_findings():
     assert only(facts(smoke=SMOKE_OK), "PTK307") == []
 
 
+def _select_answer(machine: Machine, index_url: str | None = None):  # type: ignore[no-untyped-def]
+    """What `ptkit select` answers for ``machine`` (its own code, not the doctor's)."""
+    from ptkit.selection import load_all_recipes, recipes_dir, select_variant
+
+    return select_variant(machine, load_all_recipes(recipes_dir()), index_url=index_url, environ={})
+
+
+def test_a_cu13_wheel_on_a_machine_without_a_gpu_is_a_warning_with_the_command():
+    (finding,) = run_checks(facts(packages=(CU13_PTKIT,)), select=["PTK308"])[0]
+    assert finding.severity is Severity.WARNING and finding.check.name == "variant-not-recommended"
+    answer = _select_answer(NO_GPU)
+    assert answer.variant == "cpu"  # the doctor repeats select's answer
+    assert finding.message == (
+        "ptkit_ops 0.1.0+cu13, variant cu13 is installed, but `ptkit select` recommends the "
+        f"cpu variant for this machine: {answer.reason}"
+    )
+    assert finding.fix == (
+        "replace it with the cpu variant: pip install --no-deps ptkit-ops==0.1.0+cpu "
+        "--index-url '<ptkit index>/cpu/simple' (<ptkit index>: the root of ptkit's index; "
+        "with PTKIT_INDEX_URL set the doctor fills it in)"
+    )
+
+
+def test_the_variant_command_uses_the_index_url_as_select_does():
+    url = "https://ptkit.example.org/index"
+    (finding,) = run_checks(facts(packages=(CU13_PTKIT,), index_url=url), select=["PTK308"])[0]
+    command = finding.fix.partition(": ")[2]
+    argv = shlex.split(command)
+    assert argv[:4] == ["pip", "install", "--no-deps", "ptkit-ops==0.1.0+cpu"]
+    assert argv[4:] == ["--index-url", _select_answer(NO_GPU, url).variant_index_url]
+    # A PTKIT_INDEX_URL that is not a URL: the placeholder, not a crash.
+    (finding,) = run_checks(facts(packages=(CU13_PTKIT,), index_url="nope"), select=["PTK308"])[0]
+    assert "'<ptkit index>/cpu/simple'" in finding.fix
+
+
+def test_the_cpu_wheel_on_an_h200_names_the_cuda_variant():
+    (message,) = only(facts(machine=H200_MACHINE), "PTK308")
+    assert _select_answer(H200_MACHINE).variant == "cu13"
+    assert "variant cpu is installed, but `ptkit select` recommends the cu13 variant" in message
+    findings, _ = run_checks(facts(machine=H200_MACHINE), select=["PTK308"])
+    assert "ptkit-ops==0.1.0+cu13 --index-url '<ptkit index>/cu13/simple'" in findings[0].fix
+
+
+def test_the_recommended_variant_or_another_package_is_no_finding():
+    assert only(HEALTHY, "PTK308") == []  # cpu on a machine without a GPU
+    cu13_on_h200 = facts(machine=H200_MACHINE, packages=(CU13_PTKIT,))
+    assert only(cu13_on_h200, "PTK308") == []
+    other = dataclasses.replace(CU13_PTKIT, name="mykernels", distribution="my-kernels")
+    assert only(facts(packages=(other,)), "PTK308") == []  # select knows ptkit-ops' variants only
+    unknown = dataclasses.replace(CU13_PTKIT, variant=None)
+    assert only(facts(packages=(unknown,)), "PTK308") == []  # no variant to compare (PTK301)
+    _, skipped = run_checks(facts(machine=None, packages=(CU13_PTKIT,)), select=["PTK308"])
+    assert skipped == [("PTK308", "machine")]
+
+
 # --- 4xx ----------------------------------------------------------------------------------
 
 
@@ -548,12 +605,14 @@ def test_exit_codes():
     # --ignore accepts a warning
     ignored = run_doctor(
         collect=lambda **_: facts(torch=TORCH_CPU, machine=H200_MACHINE),
-        ignore=["PTK104", "PTK202"],
+        ignore=["PTK104", "PTK202", "PTK308"],
     )
     assert ignored.exit_code == 0
 
 
-def test_a_doctor_bug_is_exit_code_2_with_one_line(monkeypatch):
+@pytest.mark.parametrize("switch", ["PTKIT_DEBUG", "PTKIT_DOCTOR_DEBUG"])
+def test_a_doctor_bug_is_exit_code_2_with_one_line(monkeypatch, switch):
+    monkeypatch.delenv("PTKIT_DEBUG", raising=False)
     monkeypatch.delenv("PTKIT_DOCTOR_DEBUG", raising=False)
 
     def broken(**_: object) -> Facts:
@@ -563,9 +622,18 @@ def test_a_doctor_bug_is_exit_code_2_with_one_line(monkeypatch):
     assert result.exit_code == 2
     assert result.error is not None and "\n" not in result.error
     assert "internal error while collecting the facts: KeyError" in result.error
-    assert "bug in ptkit doctor" in result.error and "PTKIT_DOCTOR_DEBUG=1" in result.error
+    assert "bug in ptkit doctor" in result.error and "`PTKIT_DEBUG=1 ptkit doctor`" in result.error
+    # PTKIT_DEBUG, and the doctor's older name for it, show the traceback instead.
     with pytest.raises(KeyError):
-        run_doctor(collect=broken, environ={"PTKIT_DOCTOR_DEBUG": "1"})
+        run_doctor(collect=broken, environ={switch: "1"})
+    assert run_doctor(collect=broken, environ={switch: "0"}).exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["timeout_s", "smoke_timeout_s"])
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 0.0])
+def test_a_timeout_that_is_not_a_number_of_seconds_is_the_callers_error(name, seconds):
+    with pytest.raises(ValueError, match=f"run_doctor: {name} must be a finite number"):
+        run_doctor(collect=lambda **_: HEALTHY, **{name: seconds})
 
 
 def test_run_doctor_adds_the_smoke_run():

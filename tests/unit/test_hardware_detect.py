@@ -346,6 +346,21 @@ def test_nvidia_smi_that_hangs_is_killed_at_the_timeout(
 
 
 @needs_posix_shell
+@pytest.mark.parametrize("timeout_s", [float("nan"), float("inf"), -1.0, 0.0])
+def test_a_timeout_that_is_not_a_number_of_seconds_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timeout_s: float
+) -> None:
+    """NaN would wait forever (subprocess compares with it), inf overflows: not a hang."""
+    fake_smi(tmp_path, monkeypatch, "sleep 60\n")
+    start = time.monotonic()
+    m = machine("h200", commands=True, timeout_s=timeout_s)
+    assert time.monotonic() - start < 5
+    assert m.problems == (
+        f"{QUERY}: not run: the timeout {timeout_s!r} is not a number of seconds > 0",
+    )
+
+
+@needs_posix_shell
 def test_nvidia_smi_printing_garbage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_smi(tmp_path, monkeypatch, "echo 'lorem ipsum dolor'\n")
     m = machine("h200", commands=True)

@@ -1,6 +1,9 @@
 """The ``ptkit`` command: the root group here, one module per command beside it.
 
-A command's module is imported only when that command runs (or when ``--help`` lists
+Every command runs inside one error boundary (``ptkit.cli.failures``): what it raises
+becomes one line ``ptkit <command>: <problem>; <fix>`` and an exit status (traceback
+only with ``PTKIT_DEBUG=1``), so commands do not catch errors to print them. A
+command's module is imported only when that command runs (or when ``--help`` lists
 the commands), and it imports what the command needs inside the command: ``ptkit
 --help`` stays instant and no command imports torch unless it needs it (``explain``,
 ``profile``). The options several commands share are written once, in ``options``.
@@ -17,7 +20,7 @@ import click
 
 from ptkit._version import __version__
 
-__all__ = ["COMMANDS", "LazyGroup", "main"]
+__all__ = ["COMMANDS", "LazyGroup", "SuggestingGroup", "main"]
 
 # Command name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
@@ -33,8 +36,27 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class LazyGroup(click.Group):
-    """A group whose commands are imported from ``lazy_commands`` when first asked for."""
+class SuggestingGroup(click.Group):
+    """A group whose unknown-command error names the closest command and the valid ones
+    (click 8.1 names neither)."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from ptkit.backends.base import did_you_mean  # only on this error path
+
+            ctx.fail(
+                f"No such command {name!r}{did_you_mean(name, self.list_commands(ctx))}; "
+                f"expected one of {', '.join(self.list_commands(ctx))}."
+            )
+        return super().resolve_command(ctx, args)
+
+
+class LazyGroup(SuggestingGroup):
+    """The root group: its commands are imported from ``lazy_commands`` when first asked
+    for, and each runs inside the one error boundary (``ptkit.cli.failures``)."""
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,18 +75,11 @@ class LazyGroup(click.Group):
             raise TypeError(f"{target} is not a click command")
         return command
 
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        name = args[0] if args else ""
-        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
-            from ptkit.backends.base import did_you_mean  # only on this error path
+    def invoke(self, ctx: click.Context) -> Any:
+        from ptkit.cli.failures import boundary
 
-            ctx.fail(
-                f"No such command {name!r}{did_you_mean(name, self.list_commands(ctx))}; "
-                f"expected one of {', '.join(self.list_commands(ctx))}."
-            )
-        return super().resolve_command(ctx, args)
+        with boundary(ctx):
+            return super().invoke(ctx)
 
 
 def _print_cmake_dir(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -9,21 +9,7 @@ from pathlib import Path
 
 import click
 
-from ptkit.cli.options import machine_probe_options
-
-DEBUG_ENV = "PTKIT_DOCTOR_DEBUG"
-
-
-def _import_failed(exc: BaseException) -> str:
-    """The one line for a doctor that cannot even be imported (a damaged install), said
-    here because ``ptkit.doctor.bug_message`` is what failed to import."""
-    text = " ".join(str(exc).split())[:300]
-    return (
-        f"ptkit doctor: internal error while importing ptkit.doctor: {type(exc).__name__}: "
-        f"{text}; this is a bug in ptkit doctor (or a damaged install: pip install "
-        "--force-reinstall ptkit): please report it to ptkit's maintainers with the output "
-        f"of `{DEBUG_ENV}=1 ptkit doctor`"
-    )
+from ptkit.cli.options import Seconds, machine_probe_options
 
 
 @click.command()
@@ -56,7 +42,7 @@ def _import_failed(exc: BaseException) -> str:
 @click.option(
     "--smoke-timeout",
     "smoke_timeout_s",
-    type=click.FloatRange(min=1.0),
+    type=Seconds(minimum=1.0),
     default=120.0,
     show_default=True,
     help="Seconds the --smoke child may take before it is killed.",
@@ -80,20 +66,14 @@ def doctor(
     (--smoke does, in a child process).
 
     Exit status: 0 no error or warning finding, 1 at least one, 2 the doctor itself
-    failed (or a usage error). PTKIT_DOCTOR_DEBUG=1 shows a traceback instead of the
-    one-line report of a doctor bug.
+    failed (or a usage error). PTKIT_DEBUG=1 shows a traceback instead of the one-line
+    report of a doctor bug.
     """
-    try:
-        from ptkit._version import __version__
-        from ptkit.doctor import UnknownCheckError, bug_message, debug_enabled, run_doctor
-        from ptkit.doctor.report import write_report
-    except Exception as exc:  # a broken install of the doctor itself
-        import os
-
-        if os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
-            raise
-        click.echo(_import_failed(exc), err=True)
-        sys.exit(2)
+    # A doctor that cannot even be imported (a damaged install) is the CLI boundary's
+    # one-line internal error, exit 2.
+    from ptkit._version import __version__
+    from ptkit.doctor import run_doctor
+    from ptkit.doctor.report import write_report
 
     def write(text: str) -> None:
         problem = write_report(text)
@@ -102,63 +82,50 @@ def doctor(
             sys.exit(2)
 
     if list_checks:
-        try:
-            from ptkit.doctor.checks import CHECKS
-            from ptkit.doctor.report import render_check_list
+        from ptkit.doctor.checks import CHECKS
+        from ptkit.doctor.report import render_check_list
 
-            listing = render_check_list(CHECKS)
-        except Exception as exc:
-            if debug_enabled():
-                raise
-            click.echo(bug_message("listing the checks", exc), err=True)
-            sys.exit(2)
-        write(listing)
+        write(render_check_list(CHECKS))
         return
-    try:
-        result = run_doctor(
-            root=root,
-            build=build,
-            smoke=smoke,
-            select=select_ids,
-            ignore=ignore_ids,
-            timeout_s=timeout_s,
-            smoke_timeout_s=smoke_timeout_s,
+    # An unknown check in --select/--ignore (UnknownCheckError) is a usage error: the
+    # CLI boundary says it, exit 2.
+    result = run_doctor(
+        root=root,
+        build=build,
+        smoke=smoke,
+        select=select_ids,
+        ignore=ignore_ids,
+        timeout_s=timeout_s,
+        smoke_timeout_s=smoke_timeout_s,
+    )
+
+    # A failure while rendering is a doctor bug: the CLI boundary's one line, exit 2.
+    if as_json:
+        from ptkit.doctor.report import json_document
+
+        document = json_document(
+            result.facts,
+            result.findings,
+            result.skipped,
+            result.exit_code,
+            version=__version__,
+            error=result.error,
         )
-    except UnknownCheckError as exc:
-        raise click.UsageError(str(exc)) from exc
+        text = json.dumps(document, indent=2) + "\n"
+    elif result.error is not None:
+        text = ""
+    else:
+        from ptkit.doctor.report import render_text, use_colour
 
-    try:
-        if as_json:
-            from ptkit.doctor.report import json_document
-
-            document = json_document(
-                result.facts,
-                result.findings,
-                result.skipped,
-                result.exit_code,
-                version=__version__,
-                error=result.error,
-            )
-            text = json.dumps(document, indent=2) + "\n"
-        elif result.error is not None:
-            text = ""
-        else:
-            from ptkit.doctor.report import render_text, use_colour
-
-            assert result.facts is not None
-            text = render_text(
-                result.facts,
-                result.findings,
-                result.skipped,
-                result.exit_code,
-                version=__version__,
-                colour=use_colour(sys.stdout),
-            )
-    except Exception as exc:
-        if debug_enabled():
-            raise
-        click.echo(bug_message("rendering the report", exc), err=True)
-        sys.exit(2)
+        assert result.facts is not None
+        text = render_text(
+            result.facts,
+            result.findings,
+            result.skipped,
+            result.exit_code,
+            version=__version__,
+            colour=use_colour(sys.stdout),
+        )
     if result.error is not None:
         click.echo(result.error, err=True)
     write(text)

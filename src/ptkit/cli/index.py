@@ -8,18 +8,21 @@ from pathlib import Path
 
 import click
 
+from ptkit.cli import SuggestingGroup
+from ptkit.cli.options import PORT, InputFile, WritableFolder
 
-@click.group()
+
+@click.group(cls=SuggestingGroup)
 def index() -> None:
     """The package index: one PEP 503/691/658 index per accelerator variant."""
 
 
 @index.command("build")
-@click.argument("wheels", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("wheels", nargs=-1, required=True, type=InputFile())
 @click.option(
     "--out",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=WritableFolder(),
     help="Index root: <out>/<variant>/simple/ is written for each wheel's variant.",
 )
 @click.option(
@@ -55,20 +58,17 @@ def build(
     new index replaces the old one atomically; concurrent runs take turns. A malformed
     or self-contradicting wheel is refused (exit 1) and nothing is written.
     """
-    from ptkit.index import IndexBuildError, build_index
+    from ptkit.index import build_index
     from ptkit.selection.recipes import recipes_dir
 
-    try:
-        results = build_index(
-            list(wheels),
-            out,
-            base_url=base_url,
-            recipes_dir=recipes if recipes is not None else recipes_dir(),
-            variant_metadata=variant_metadata,
-        )
-    except IndexBuildError as exc:
-        click.echo(str(exc), err=True)
-        sys.exit(1)
+    # An IndexBuildError names the wheel and the fix: the CLI's boundary prints it.
+    results = build_index(
+        list(wheels),
+        out,
+        base_url=base_url,
+        recipes_dir=recipes if recipes is not None else recipes_dir(),
+        variant_metadata=variant_metadata,
+    )
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
         return
@@ -82,7 +82,7 @@ def build(
 @index.command("serve")
 @click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")
+@click.option("--port", default=8000, show_default=True, type=PORT, help="0 picks a free port.")
 def serve(root: Path, host: str, port: int) -> None:
     """Serve an index folder over HTTP (HTML and PEP 691 JSON, chosen by Accept)."""
     from ptkit.index import IndexServer

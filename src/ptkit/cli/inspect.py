@@ -3,15 +3,41 @@
 from __future__ import annotations
 
 import sys
+import zipfile
 from pathlib import Path
 
 import click
 
-from ptkit.cli.options import json_option
+from ptkit.cli.failures import CommandMisused
+from ptkit.cli.options import InputFile, json_option
+
+# What an ELF file starts with (the System V ABI's e_ident magic).
+_ELF_MAGIC = b"\x7fELF"
+
+
+def _input_problem(path: Path) -> str | None:
+    """Why ``path`` is neither a wheel nor an ELF shared library, read from its first
+    bytes (a zip's central directory for a wheel), or None."""
+    size = path.stat().st_size
+    if path.suffix == ".whl":
+        if not zipfile.is_zipfile(path):
+            return (
+                f"{path} is not a wheel: it is not a zip archive ({size} bytes; a download "
+                "cut short?); pass a wheel built by `ptkit build` or `pip wheel`"
+            )
+        return None
+    with path.open("rb") as file:
+        magic = file.read(len(_ELF_MAGIC))
+    if magic != _ELF_MAGIC:
+        return (
+            f"{path} is neither a wheel (.whl) nor an ELF shared library ({size} bytes, "
+            "no ELF header); pass a wheel or a native library (.so) built by ptkit"
+        )
+    return None
 
 
 @click.command()
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=InputFile())
 @json_option()
 @click.option(
     "--cuobjdump",
@@ -21,8 +47,12 @@ from ptkit.cli.options import json_option
 def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
     """What a wheel or native library contains: manifest, links, symbols, GPU code.
 
-    Exits with status 1 when the audit finds a problem.
+    Exits with status 1 when the audit finds a problem, 2 when PATH is neither a wheel
+    nor an ELF shared library.
     """
+    problem = _input_problem(path)
+    if problem is not None:
+        raise CommandMisused(f"ptkit inspect: {problem}")
     try:
         from ptkit.release.inspection import inspect_path, reports_json
     except ImportError as exc:  # pyelftools is an extra

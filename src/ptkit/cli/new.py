@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ptkit.cli.options import WritableFolder
+
 
 @click.command()
 @click.argument("name")
@@ -18,7 +20,7 @@ import click
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(path_type=Path),
+    type=WritableFolder(),
     default=None,
     show_default="./NAME",
     help="Where to write the project (missing or empty).",
@@ -31,12 +33,10 @@ def new(name: str, backends: str, directory: Path | None) -> None:
     recipes, tests, and the cibuildwheel configuration and release workflow generated
     from the recipes. Nothing is written unless all of it is (exit 1 with the reason).
     """
-    from ptkit.scaffold import ScaffoldError, create_project
+    from ptkit.scaffold import create_project
 
-    try:
-        root, files = create_project(name, backends=backends.split(","), directory=directory)
-    except ScaffoldError as exc:
-        raise click.ClickException(str(exc)) from exc
+    # A ScaffoldError says why and what to do: the CLI's boundary prints it.
+    root, files = create_project(name, backends=backends.split(","), directory=directory)
     click.echo(f"ptkit new: wrote {len(files)} files into {root}:")
     click.echo("\n".join(f"  {f}" for f in files))
     click.echo(

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
 from ptkit.cli.options import machine_probe_options
 
+# ptkit.selection.ENV_INDEX_URL, spelled here so that `ptkit --help` need not import
+# ptkit.selection (a unit test keeps the two equal).
+ENV_INDEX_URL = "PTKIT_INDEX_URL"
+
 
 @click.command("select")
 @click.option(
     "--index-url",
-    envvar="PTKIT_INDEX_URL",
+    envvar=ENV_INDEX_URL,
     help="Root of ptkit's index (<root>/<variant>/simple); the commands need it. "
     "Env: PTKIT_INDEX_URL.",
 )
@@ -30,14 +33,11 @@ def select(index_url: str | None, as_json: bool, root: Path, timeout_s: float) -
     a build override (PTKIT_CUDA_ARCHS, PTKIT_HIP_TARGETS) is checked as the build
     checks it. Exit 2 on a bad option or override.
     """
-    from ptkit.selection import SelectionError, render_text
+    from ptkit.selection import render_text
     from ptkit.selection import select as select_variant
 
-    try:
-        result = select_variant(root, index_url=index_url, timeout_s=timeout_s)
-    except SelectionError as exc:
-        click.echo(str(exc), err=True)
-        sys.exit(2)
+    # A SelectionError (a bad override or URL) is a usage error: the boundary says it, exit 2.
+    result = select_variant(root, index_url=index_url, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -21,14 +21,15 @@ Exit codes (``run_doctor(...).exit_code``):
   runs slower or not as intended, e.g. the reference serves a GPU); ``--ignore`` one
   to accept it;
 - 2: the doctor itself failed: a bug (an exception anywhere in it: one line naming it
-  and asking for a report; ``PTKIT_DOCTOR_DEBUG=1`` shows the traceback), an unknown
+  and asking for a report; ``PTKIT_DEBUG=1``, or its older name ``PTKIT_DOCTOR_DEBUG=1``,
+  shows the traceback), an unknown
   check in ``--select``/``--ignore``, or a report it could not write.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from ptkit.doctor.checks.base import Finding
 
 __all__ = [
-    "DEBUG_ENV",
     "DoctorResult",
     "UnknownCheckError",
     "bug_message",
@@ -47,8 +47,6 @@ __all__ = [
     "exit_code_for",
     "run_doctor",
 ]
-
-DEBUG_ENV = "PTKIT_DOCTOR_DEBUG"
 
 
 class UnknownCheckError(ValueError):
@@ -71,12 +69,18 @@ def exit_code_for(findings: Sequence[Finding]) -> int:
 
 
 def debug_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if environ is None else environ
-    return env.get(DEBUG_ENV, "").strip() not in ("", "0")
+    """Whether ``PTKIT_DEBUG`` (or ``PTKIT_DOCTOR_DEBUG``) asks for tracebacks: the one
+    switch of the whole command line, ``ptkit.cli.failures``' (imported only here, on
+    an error path: the doctor's own path stays standard library only)."""
+    from ptkit.cli.failures import debug_enabled as switch_set
+
+    return switch_set(environ)
 
 
 def bug_message(where: str, exc: BaseException) -> str:
     """One line for an unexpected exception: what failed, and to report it."""
+    from ptkit.cli.failures import DEBUG_ENV
+
     text = " ".join(str(exc).split())[:300]
     return (
         f"ptkit doctor: internal error while {where}: {type(exc).__name__}: {text}; this is a "
@@ -109,10 +113,11 @@ def run_doctor(
     """Collect the facts, add the ``--smoke`` run, run the checks, decide the exit code.
 
     ``select``/``ignore``: check IDs or names (comma lists allowed); an unknown one
-    raises ``UnknownCheckError`` before anything is probed (a usage error).
+    raises ``UnknownCheckError`` before anything is probed (a usage error), and so does
+    a timeout that is not a finite number of seconds > 0 (``ValueError``).
     ``collect`` and ``run_smoke`` replace the probes and the smoke child (tests give
     hand-made facts). Any other exception is a doctor bug: exit code 2 with
-    ``bug_message`` (re-raised when ``PTKIT_DOCTOR_DEBUG=1``)."""
+    ``bug_message`` (re-raised when ``PTKIT_DEBUG=1``)."""
     try:
         from ptkit.doctor.checks import resolve_ids, run_checks
     except Exception as exc:  # a damaged install of the doctor itself
@@ -122,6 +127,12 @@ def run_doctor(
 
     resolve_ids(select)  # UnknownCheckError: the caller's mistake, not a doctor bug
     resolve_ids(ignore)
+    for name, seconds in (("timeout_s", timeout_s), ("smoke_timeout_s", smoke_timeout_s)):
+        # NaN or inf would wait forever or overflow a thread's join (the caller's mistake).
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(
+                f"run_doctor: {name} must be a finite number of seconds > 0, got {seconds!r}"
+            )
     where = "collecting the facts"
     facts: Facts | None = None
     try:

@@ -26,6 +26,7 @@ from ptkit.doctor.probes.profile import probe_profile
 from ptkit.doctor.probes.python import probe_python
 from ptkit.doctor.probes.torch_install import probe_torch
 from ptkit.hardware.detect import detect
+from ptkit.selection.commands import ENV_INDEX_URL
 
 __all__ = ["collect_facts"]
 
@@ -146,6 +147,7 @@ def collect_facts(
         packages=facts.get("packages"),
         profile=facts.get("profile"),
         toolchains=facts.get("toolchains"),
+        index_url=env.get(ENV_INDEX_URL, "").strip() or None,
         probe_problems=problems,
         probe_seconds=seconds,
     )

@@ -196,6 +196,9 @@ class Facts:
     profile: ProfileFacts | None = None
     toolchains: tuple[ToolchainFacts, ...] | None = None
     smoke: SmokeFacts | None = None
+    index_url: str | None = None
+    """``PTKIT_INDEX_URL`` as set when the doctor ran (the root of ptkit's index: fixes that
+    install a ptkit-ops variant name it); None when unset."""
     probe_problems: dict[str, str] = dataclasses.field(default_factory=dict)
     probe_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 

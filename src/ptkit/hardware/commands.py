@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import signal
 import subprocess
@@ -46,6 +47,13 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
 def run_command(argv: list[str], timeout_s: float) -> CommandResult:
     """Run ``argv`` (found on PATH); its output, or the reason there is none."""
     shown = " ".join(argv)
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        # NaN would wait forever (every comparison with it is false), inf overflows.
+        return CommandResult(
+            None,
+            None,
+            f"{shown}: not run: the timeout {timeout_s!r} is not a number of seconds > 0",
+        )
     try:
         process = subprocess.Popen(
             argv,

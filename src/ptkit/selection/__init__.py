@@ -7,14 +7,20 @@ Modules, one concern each:
   and what they build (``OPS_DISTRIBUTION``, ``OPS_PACKAGE``);
 - ``policy``: the choice (``select_variant``, ``select``), every device rule asked of
   ``ptkit.backends``;
-- ``commands``: the pip and uv commands for a variant's index;
+- ``commands``: the pip and uv commands for a variant's index (and the pip command
+  that replaces an installed variant with another);
 - ``result``: the answer's records and its JSON;
 - ``render``: the text report.
 """
 
 from __future__ import annotations
 
-from ptkit.selection.commands import InstallCommands, install_commands
+from ptkit.selection.commands import (
+    ENV_INDEX_URL,
+    InstallCommands,
+    install_commands,
+    replace_command,
+)
 from ptkit.selection.policy import ENV_VARIANT, select, select_variant, wheel_platform
 from ptkit.selection.recipes import (
     OPS_DISTRIBUTION,
@@ -27,6 +33,7 @@ from ptkit.selection.render import render_text
 from ptkit.selection.result import SCHEMA_VERSION, DeviceReport, Selection, VariantCoverage
 
 __all__ = [
+    "ENV_INDEX_URL",
     "ENV_VARIANT",
     "OPS_DISTRIBUTION",
     "OPS_PACKAGE",
@@ -40,6 +47,7 @@ __all__ = [
     "load_all_recipes",
     "recipes_dir",
     "render_text",
+    "replace_command",
     "select",
     "select_variant",
     "wheel_platform",

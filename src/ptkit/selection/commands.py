@@ -13,9 +13,19 @@ import shlex
 from ptkit.recipes.model import Recipe
 from ptkit.selection.recipes import OPS_DISTRIBUTION, SelectionError
 
-__all__ = ["PYPI", "InstallCommands", "install_commands", "variant_index_url"]
+__all__ = [
+    "ENV_INDEX_URL",
+    "PYPI",
+    "InstallCommands",
+    "install_commands",
+    "replace_command",
+    "variant_index_url",
+]
 
 PYPI = "https://pypi.org/simple"
+ENV_INDEX_URL = "PTKIT_INDEX_URL"
+"""The root of ptkit's index when ``--index-url`` is not given (``ptkit select``, the doctor)."""
+INDEX_PLACEHOLDER = "<ptkit index>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,3 +69,20 @@ def install_commands(index_url: str, recipe: Recipe) -> tuple[str, InstallComman
     for url in extra:
         uv += ["--index", url]
     return simple, InstallCommands(shlex.join(pip), shlex.join(uv))
+
+
+def replace_command(index_url: str | None, recipe: Recipe, installed_version: str) -> str:
+    """The pip command that replaces an installed ``ptkit-ops`` (of any variant) with
+    ``recipe``'s build of the same version. Pinned to the recipe's local label: pip keeps
+    an installed version that satisfies a bare name, and ``0.1.0+cu13`` satisfies
+    ``ptkit-ops``. ``--no-deps``: the variant changes, its dependencies (torch) stay.
+    ``index_url`` None: the index root is left as ``<ptkit index>`` for the user to fill
+    in (``SelectionError`` for one that is not a URL, as ``install_commands``)."""
+    simple = (
+        variant_index_url(index_url, recipe)
+        if index_url is not None
+        else f"{INDEX_PLACEHOLDER}/{recipe.index_path}/simple"
+    )
+    public = installed_version.partition("+")[0]
+    pinned = f"{OPS_DISTRIBUTION}=={public}+{recipe.local_version}"
+    return shlex.join(["pip", "install", "--no-deps", pinned, "--index-url", simple])

@@ -8,6 +8,7 @@ import functools
 
 from ptkit.doctor.model import PackageFacts
 from ptkit.hardware.facts import Machine
+from ptkit.recipes.model import Recipe
 from ptkit.selection.recipes import OPS_DISTRIBUTION, OPS_PACKAGE
 
 __all__ = [
@@ -24,8 +25,16 @@ PYTORCH_INSTALL = "https://pytorch.org/get-started/locally/"
 
 @dataclasses.dataclass(frozen=True)
 class Recommendation:
+    """What ``ptkit select`` answers for a machine (from the detected hardware)."""
+
     variant: str
     torch_index_url: str | None
+    reason: str
+    """``ptkit select``'s reason for it (``no GPU that a ptkit GPU variant serves was found``)."""
+    recipe: Recipe
+    """The recommended variant's recipe (its index path and local version label)."""
+    variants: tuple[str, ...]
+    """Every variant ``ptkit select`` chooses from."""
 
 
 @functools.lru_cache(maxsize=4)  # several checks ask about one machine
@@ -35,12 +44,17 @@ def recommended(machine: Machine) -> Recommendation | None:
     try:
         from ptkit.selection import load_all_recipes, recipes_dir, select_variant
 
-        selection = select_variant(
-            machine, load_all_recipes(recipes_dir()), index_url=None, environ={}
-        )
+        recipes = load_all_recipes(recipes_dir())
+        selection = select_variant(machine, recipes, index_url=None, environ={})
     except Exception:  # a broken recipe folder must not break an unrelated check
         return None
-    return Recommendation(selection.variant, selection.torch_index_url)
+    return Recommendation(
+        selection.variant,
+        selection.torch_index_url,
+        selection.reason,
+        recipes[selection.variant],
+        tuple(sorted(recipes)),
+    )
 
 
 def select_fix(machine: Machine | None) -> str:

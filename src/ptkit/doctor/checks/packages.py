@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ptkit.backends import BACKENDS, backends_for_device_type
-from ptkit.doctor.checks.advice import package_fix
+from ptkit.doctor.checks.advice import package_fix, recommended
 from ptkit.doctor.checks.base import Problem, check
 from ptkit.doctor.checks.torch_python import torch_label
 from ptkit.doctor.model import PackageFacts, Severity, SmokeFacts, TorchInstall
 from ptkit.doctor.probes.packages import torch_facts_from
 from ptkit.hardware.facts import Machine
 from ptkit.loading.packages import NATIVE_FOLDER
-from ptkit.selection.recipes import OPS_PACKAGE
+from ptkit.selection.commands import ENV_INDEX_URL, INDEX_PLACEHOLDER, replace_command
+from ptkit.selection.recipes import OPS_DISTRIBUTION, OPS_PACKAGE, SelectionError
 
 
 def package_label(package: PackageFacts) -> str:
@@ -187,3 +188,43 @@ def smoke_load_check_failed(smoke: SmokeFacts) -> Iterator[Problem]:
                 "reinstall it (pip install --force-reinstall --no-deps <its distribution>); "
                 f"`python -m ptkit.runtime.smoke {package.name}` shows every decision and kernel",
             )
+
+
+@check(
+    "PTK308",
+    "variant-not-recommended",
+    Severity.WARNING,
+    summary=f"the installed {OPS_DISTRIBUTION} variant is not the one `ptkit select` "
+    "recommends for this machine (a cu13 wheel where no NVIDIA GPU can run it)",
+    fix=f"replace it with the variant `ptkit select` names: pip install --no-deps "
+    f"'{OPS_DISTRIBUTION}==<version>+<variant>' --index-url <ptkit index>/<variant>/simple",
+)
+def variant_not_recommended(
+    packages: Sequence[PackageFacts], machine: Machine, index_url: str | None = None
+) -> Iterator[Problem]:
+    """The answer is ``ptkit select``'s for the detected hardware (``advice.recommended``,
+    without ``PTKIT_VARIANT``), never re-derived here."""
+    choice = recommended(machine)
+    if choice is None:
+        return  # the recipes cannot be read: nothing to compare with
+    for package in packages:
+        if package.name != OPS_PACKAGE or package.variant not in choice.variants:
+            continue  # another project's variants, or no readable variant (PTK301/PTK303)
+        if package.variant == choice.variant:
+            continue
+        try:
+            command = replace_command(index_url, choice.recipe, package.version)
+        except SelectionError:  # PTKIT_INDEX_URL is not a URL: leave the root to fill in
+            command = replace_command(None, choice.recipe, package.version)
+            index_url = None
+        where = (
+            ""
+            if index_url is not None
+            else f" ({INDEX_PLACEHOLDER}: the root of ptkit's index; with {ENV_INDEX_URL} set "
+            "the doctor fills it in)"
+        )
+        yield Problem(
+            f"{package_label(package)} is installed, but `ptkit select` recommends the "
+            f"{choice.variant} variant for this machine: {choice.reason}",
+            f"replace it with the {choice.variant} variant: {command}{where}",
+        )

@@ -27,7 +27,7 @@ def _problem_fix(problem: str) -> str:
         return "a probe hung: rerun with a larger --timeout, and find what blocks it"
     if "does not list it" in text or "dmesg" in text:
         return "see the kernel log (dmesg) for why the driver left the GPU out"
-    return "look at the named file or command; rerun with PTKIT_DOCTOR_DEBUG=1 for details"
+    return "look at the named file or command; rerun with PTKIT_DEBUG=1 for details"
 
 
 @check(
@@ -35,8 +35,7 @@ def _problem_fix(problem: str) -> str:
     "probe-failed",
     Severity.WARNING,
     summary="one of the doctor's probes failed or timed out",
-    fix="rerun with a larger --timeout if it timed out; rerun with PTKIT_DOCTOR_DEBUG=1 "
-    "for details",
+    fix="rerun with a larger --timeout if it timed out; rerun with PTKIT_DEBUG=1 for details",
 )
 def probe_failed(probe_problems: Mapping[str, str]) -> Iterator[Problem]:
     for name, problem in sorted(probe_problems.items()):
@@ -52,7 +51,7 @@ def probe_failed(probe_problems: Mapping[str, str]) -> Iterator[Problem]:
     "hardware-probe-problem",
     Severity.WARNING,
     summary="the accelerator probes hit a problem (nvidia-smi hung or printed garbage …)",
-    fix="look at the named file or command; rerun with PTKIT_DOCTOR_DEBUG=1 for details",
+    fix="look at the named file or command; rerun with PTKIT_DEBUG=1 for details",
 )
 def hardware_problem(machine: Machine) -> Iterator[Problem]:
     for problem in machine.problems:
