@@ -31,7 +31,7 @@ def test_system_cuda_13_0_cannot_build_sm107_and_says_how_to_fix(tmp_path: Path)
     message = " ".join(proc.stderr.split())
     assert (
         "ptkit_add_kernel_library(ptkit_cuda): CUDA target sm_107 needs CUDA >= 13.5; found "
-        f"nvcc 13.0" in message
+        "nvcc 13.0" in message
     )
     assert f"at {SYSTEM_NVCC}" in message
     # What the compiler builds, SASS by capability, then PTX.
