@@ -476,7 +476,7 @@ def test_what_nvcc_could_build() -> None:
     cuda, cu13 = BACKENDS["cuda"], load_recipe("cu13", recipes_dir())
     assert could_build(cuda, cu13, NVCC_13_0, "nvcc 13.0.88") == (
         "cu13: nothing: CUDA target sm_107 needs CUDA >= 13.5; found nvcc 13.0.88 (it builds: "
-        "compute_120 sm_100 sm_103 sm_110 sm_120 sm_75 sm_80 sm_90). Fix: "
+        "sm_75 sm_80 sm_90 sm_100 sm_103 sm_110 sm_120 compute_120). Fix: "
         f"{CU13_TOOLKIT}, or mark sm_107 optional in the recipe (targets.cuda-optional)."
     )
     assert could_build(cuda, cu13, [*NVCC_13_0, "sm_107"], "nvcc 13.5.37") == (
