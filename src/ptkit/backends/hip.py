@@ -29,6 +29,7 @@ from ptkit.backends.base import (
     TorchBuild,
     on_path,
 )
+from ptkit.platforms.commands import run_command
 
 __all__ = ["GENERIC_TARGETS", "HipBackend", "parse_target_id"]
 
@@ -81,8 +82,6 @@ def therock_sdk(environ: Mapping[str, str]) -> Path | None:
 
 def therock_root(environ: Mapping[str, str], timeout_s: float = 30.0) -> Path | None:
     """``rocm-sdk path --root``: TheRock's ROCm tree, None without the SDK."""
-    from ptkit.hardware.commands import run_command  # stdlib; imported late (no cycle)
-
     sdk = therock_sdk(environ)
     if sdk is None:
         return None

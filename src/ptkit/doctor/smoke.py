@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from ptkit.doctor.model import SmokeFacts, SmokePackage, SmokeRow
-from ptkit.hardware.commands import run_command
+from ptkit.platforms.commands import run_command
 from ptkit.selection.recipes import OPS_PACKAGE
 
 __all__ = ["CHILD", "DEFAULT_TIMEOUT_S", "MARKER", "parse_child_output", "run_smoke"]

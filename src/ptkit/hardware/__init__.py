@@ -7,9 +7,10 @@ never an exception. ``ptkit select`` (``ptkit.selection``) decides a variant fro
 facts; the doctor reports them. Standard library only.
 
 Modules: ``facts`` (the records), ``sysfs`` (reads that never raise, the PCI scan),
-``commands`` (a command with a timeout), ``nvidia``, ``amd``, ``intel`` (one probe
-each), ``detect`` (all of them, plus Apple silicon from the platform), ``devices`` (the
-found accelerators as the backends' rules take them, with their labels).
+``nvidia``, ``amd``, ``intel`` (one probe each; commands run through
+``ptkit.platforms.commands``, with timeouts), ``detect`` (all of them, plus Apple silicon
+from the platform), ``devices`` (the found accelerators as the backends' rules take
+them, with their labels).
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptkit.hardware.amd import probe_amd
-from ptkit.hardware.commands import run_command
 from ptkit.hardware.facts import AppleGpu, Machine, PlatformFacts
 from ptkit.hardware.intel import probe_intel
 from ptkit.hardware.nvidia import probe_nvidia
 from ptkit.hardware.sysfs import pci_devices
+from ptkit.platforms.commands import run_command
 
 __all__ = ["detect"]
 

@@ -27,9 +27,9 @@ from types import ModuleType
 from typing import Any
 
 from ptkit.backends.cuda import cuda_version_for_driver
-from ptkit.hardware.commands import run_command
 from ptkit.hardware.facts import NvidiaGpu
 from ptkit.hardware.sysfs import PciDevice, normalize_bus_id, read_text, under
+from ptkit.platforms.commands import run_command
 
 __all__ = [
     "KNOWN_GPUS",

@@ -4,7 +4,8 @@
 The loader (library names, the pre-``dlopen`` check, the manifest's platform), ``ptkit
 select`` (the release platform of this machine), the build pipeline (repair), the audit
 (binary format), the release matrix (tags, runners, repair commands) and CMake (ISA flags)
-ask this table. Standard library only.
+ask this table; ``commands`` runs a command with a timeout, killing its whole process
+group (every probe and build stage uses it). Standard library only.
 """
 
 from __future__ import annotations

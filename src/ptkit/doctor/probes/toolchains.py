@@ -8,7 +8,7 @@ targets, or the override variable: ``PTKIT_CUDA_ARCHS``, ``PTKIT_HIP_TARGETS``) 
 ``Backend.resolve`` against what the compiler lists, so a bad override is the error
 CMake and ``ptkit select`` give, and a missing target names the toolkit that has it.
 The fixes name the recipe's ``[toolkit] packages``. Every command has a timeout
-(``ptkit.hardware.commands``: never hangs, never raises).
+(``ptkit.platforms.commands``: never hangs, never raises).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ptkit.backends.base import ToolkitCandidate, on_path
 from ptkit.backends.cuda import BACKEND as CUDA
 from ptkit.backends.hip import therock_sdk
 from ptkit.doctor.model import ToolchainFacts
-from ptkit.hardware.commands import CommandResult, run_command
+from ptkit.platforms.commands import CommandResult, run_command
 from ptkit.recipes.model import Recipe
 
 __all__ = [
