@@ -22,12 +22,14 @@ import dataclasses
 import errno
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import IO, Any
 
 import click
+
+from ptkit.tracebacks import DEBUG_ALIASES, DEBUG_ENV, debug_enabled
 
 __all__ = [
     "DEBUG_ALIASES",
@@ -41,17 +43,6 @@ __all__ = [
     "debug_enabled",
     "describe",
 ]
-
-DEBUG_ENV = "PTKIT_DEBUG"
-"""``1``: any command shows the traceback of its failure instead of one line."""
-DEBUG_ALIASES = ("PTKIT_DOCTOR_DEBUG",)
-"""Older names of ``PTKIT_DEBUG`` that still work (``PTKIT_DOCTOR_DEBUG``: the doctor's)."""
-
-
-def debug_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``PTKIT_DEBUG`` (or an alias) is set to anything but empty or ``0``."""
-    env = os.environ if environ is None else environ
-    return any(env.get(name, "").strip() not in ("", "0") for name in (DEBUG_ENV, *DEBUG_ALIASES))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptkit.doctor.model import Facts, Severity
+from ptkit.tracebacks import DEBUG_ENV, debug_enabled
 
 if TYPE_CHECKING:
     from ptkit.doctor.checks.base import Finding
@@ -68,19 +69,8 @@ def exit_code_for(findings: Sequence[Finding]) -> int:
     return int(any(f.severity in (Severity.ERROR, Severity.WARNING) for f in findings))
 
 
-def debug_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``PTKIT_DEBUG`` (or ``PTKIT_DOCTOR_DEBUG``) asks for tracebacks: the one
-    switch of the whole command line, ``ptkit.cli.failures``' (imported only here, on
-    an error path: the doctor's own path stays standard library only)."""
-    from ptkit.cli.failures import debug_enabled as switch_set
-
-    return switch_set(environ)
-
-
 def bug_message(where: str, exc: BaseException) -> str:
     """One line for an unexpected exception: what failed, and to report it."""
-    from ptkit.cli.failures import DEBUG_ENV
-
     text = " ".join(str(exc).split())[:300]
     return (
         f"ptkit doctor: internal error while {where}: {type(exc).__name__}: {text}; this is a "
