@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptkit.backends import BACKENDS, Device, TargetError, TargetRequest
+from ptkit.backends import BACKENDS, Device, TargetError, TargetRequest, Versions
 from ptkit.backends.cuda import driver_problem, min_driver_branch, parse_cuda_target
 
 CUDA = BACKENDS["cuda"]
@@ -20,9 +20,7 @@ OLD_DRIVER = (13, 0)
 def cuda_coverage(capability, sass, ptx, driver, toolkit):  # type: ignore[no-untyped-def]
     """The backend's coverage of one device of ``capability`` (a fake: no GPU here)."""
     device = Device("cuda:0", "a GPU", f"sm_{capability[0]}{capability[1]}")
-    return CUDA.coverage(
-        device, {"sass": sass, "ptx": ptx}, toolkit_version=toolkit, driver_version=driver
-    )
+    return CUDA.coverage(device, {"sass": sass, "ptx": ptx}, Versions(toolkit, driver))
 
 
 @pytest.mark.parametrize(

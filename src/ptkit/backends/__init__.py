@@ -19,6 +19,7 @@ from ptkit.backends.base import (
     Resolution,
     TargetError,
     TargetRequest,
+    Versions,
     did_you_mean,
     version_pair,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "TargetError",
     "TargetRequest",
     "UnknownBackendError",
+    "Versions",
     "backend_for_device_kind",
     "backends_for_device_type",
     "get_backend",

@@ -32,6 +32,7 @@ __all__ = [
     "TargetRequest",
     "ToolkitCandidate",
     "TorchBuild",
+    "Versions",
     "version_pair",
 ]
 
@@ -69,6 +70,18 @@ class Device:
     arch: str | None
     """In the backend's own spelling: ``sm_90``, ``gfx942:sramecc+:xnack-``; None: unknown."""
     pci_device_id: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Versions:
+    """What CUDA's PTX rule needs beside the device: the version of the toolkit that made
+    the code and the CUDA version the driver supports (None: unknown)."""
+
+    toolkit: tuple[int, int] | None = None
+    driver: tuple[int, int] | None = None
+
+
+NO_VERSIONS = Versions()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,12 +331,7 @@ class Backend:
     # --- devices ----------------------------------------------------------------------------
 
     def coverage(
-        self,
-        device: Device,
-        targets: Mapping[str, Sequence[str]],
-        *,
-        toolkit_version: tuple[int, int] | None = None,
-        driver_version: tuple[int, int] | None = None,
+        self, device: Device, targets: Mapping[str, Sequence[str]], versions: Versions = NO_VERSIONS
     ) -> Coverage:
         """Whether a library with the manifest ``targets`` runs on ``device``."""
         return Coverage(True, f"{self.title} kernels")

@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from ptkit.backends.base import (
+    NO_VERSIONS,
     Backend,
     Coverage,
     Device,
     TargetError,
     ToolkitCandidate,
     TorchBuild,
+    Versions,
     on_path,
     version_pair,
 )
@@ -281,12 +283,7 @@ class CudaBackend(Backend):
         return f"needs CUDA >= {first}" if first else "needs a newer CUDA toolkit"
 
     def coverage(
-        self,
-        device: Device,
-        targets: Mapping[str, Sequence[str]],
-        *,
-        toolkit_version: tuple[int, int] | None = None,
-        driver_version: tuple[int, int] | None = None,
+        self, device: Device, targets: Mapping[str, Sequence[str]], versions: Versions = NO_VERSIONS
     ) -> Coverage:
         if device.arch is None:
             return Coverage(False, f"{device.label}: its compute capability is unknown")
@@ -311,19 +308,19 @@ class CudaBackend(Backend):
             )
         best = max(jit, key=lambda t: t.capability)
         name = f"compute_{best.major}{best.minor}{best.suffix}"
-        if driver_version is None:
+        if versions.driver is None:
             return Coverage(
                 False,
                 f"{_arch(capability)} has no SASS here and the driver version is unknown, so "
                 f"PTX {name} JIT is not assumed",
             )
-        toolkit = toolkit_version or (0, 0)
-        if driver_version < toolkit:
+        toolkit = versions.toolkit or (0, 0)
+        if versions.driver < toolkit:
             return Coverage(
                 False,
                 f"{_arch(capability)} needs a JIT of PTX {name}, made by CUDA "
                 f"{toolkit[0]}.{toolkit[1]}, but the driver supports CUDA "
-                f"{driver_version[0]}.{driver_version[1]}; upgrade the NVIDIA driver",
+                f"{versions.driver[0]}.{versions.driver[1]}; upgrade the NVIDIA driver",
             )
         return Coverage(True, f"PTX {name} (JIT by the driver)")
 

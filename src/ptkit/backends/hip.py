@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from ptkit.backends.base import (
+    NO_VERSIONS,
     Backend,
     Coverage,
     Device,
     TargetError,
     ToolkitCandidate,
     TorchBuild,
+    Versions,
     on_path,
 )
 from ptkit.platforms.commands import run_command
@@ -152,12 +154,7 @@ class HipBackend(Backend):
         return f"needs ROCm >= {first}" if first else "needs a newer ROCm"
 
     def coverage(
-        self,
-        device: Device,
-        targets: Mapping[str, Sequence[str]],
-        *,
-        toolkit_version: tuple[int, int] | None = None,
-        driver_version: tuple[int, int] | None = None,
+        self, device: Device, targets: Mapping[str, Sequence[str]], versions: Versions = NO_VERSIONS
     ) -> Coverage:
         if device.arch is None:
             return Coverage(False, f"{device.label}: its gfx target is unknown")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ptkit.backends.base import Backend, Coverage, Device, TorchBuild
+from ptkit.backends.base import NO_VERSIONS, Backend, Coverage, Device, TorchBuild, Versions
 
 __all__ = ["MetalBackend"]
 
@@ -24,12 +24,7 @@ class MetalBackend(Backend):
     release_platforms = ("macosx_arm64",)
 
     def coverage(
-        self,
-        device: Device,
-        targets: Mapping[str, Sequence[str]],
-        *,
-        toolkit_version: tuple[int, int] | None = None,
-        driver_version: tuple[int, int] | None = None,
+        self, device: Device, targets: Mapping[str, Sequence[str]], versions: Versions = NO_VERSIONS
     ) -> Coverage:
         return Coverage(True, "Metal kernels through MPS")
 

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from ptkit.backends.base import (
+    NO_VERSIONS,
     Backend,
     Coverage,
     Device,
     TargetError,
     ToolkitCandidate,
     TorchBuild,
+    Versions,
     on_path,
 )
 
@@ -120,12 +122,7 @@ class XpuBackend(Backend):
         return f"{target!r} is not an Intel GPU device name (expected {self.target_example})"
 
     def coverage(
-        self,
-        device: Device,
-        targets: Mapping[str, Sequence[str]],
-        *,
-        toolkit_version: tuple[int, int] | None = None,
-        driver_version: tuple[int, int] | None = None,
+        self, device: Device, targets: Mapping[str, Sequence[str]], versions: Versions = NO_VERSIONS
     ) -> Coverage:
         built = tuple(targets.get("xpu", ()))
         family = device.arch or xpu_family(device.name, device.pci_device_id)

@@ -22,7 +22,7 @@ import dataclasses
 import enum
 from pathlib import Path
 
-from ptkit.backends import Device, get_backend, version_pair
+from ptkit.backends import Device, Versions, get_backend, version_pair
 from ptkit.loading.manifest import Manifest, file_sha256
 from ptkit.loading.switches import RuntimeSwitches
 from ptkit.platforms import current_platform, manifest_platform
@@ -107,14 +107,16 @@ def torch_devices(backend: str, facts: TorchFacts) -> tuple[Device, ...]:
     return ()
 
 
+def _versions(manifest: Manifest, facts: TorchFacts) -> Versions:
+    return Versions(version_pair(manifest.toolkit.get("version", "")), facts.cuda_driver)
+
+
 def _coverage_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
     """Every visible device of the backend runs the library's targets."""
     backend = get_backend(manifest.backend)
-    toolkit = version_pair(manifest.toolkit.get("version", ""))
+    versions = _versions(manifest, facts)
     for device in torch_devices(manifest.backend, facts):
-        coverage = backend.coverage(
-            device, manifest.targets, toolkit_version=toolkit, driver_version=facts.cuda_driver
-        )
+        coverage = backend.coverage(device, manifest.targets, versions)
         if not coverage.covered:
             return f"{device.label}: {coverage.how}"
     return None
@@ -165,12 +167,9 @@ def device_details(manifest: Manifest, facts: TorchFacts) -> list[tuple[str, str
     details: list[tuple[str, str]] = []
     if manifest.backend in ("cuda", "hip") and not devices:
         details.append(("devices", f"no {backend.device_kind_title} visible"))
-    toolkit = version_pair(manifest.toolkit.get("version", ""))
+    versions = _versions(manifest, facts)
     for device in devices:
-        coverage = backend.coverage(
-            device, manifest.targets, toolkit_version=toolkit, driver_version=facts.cuda_driver
-        )
-        details.append((device.label, coverage.how))
+        details.append((device.label, backend.coverage(device, manifest.targets, versions).how))
     if manifest.backend == "metal":
         compiled = "compiled at first use" if manifest.library.endswith(".metal") else "metallib"
         details.append(("kernels", compiled))

@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ptkit.backends import BACKENDS, TargetError, backend_for_device_kind, version_pair
+from ptkit.backends import BACKENDS, TargetError, Versions, backend_for_device_kind, version_pair
 from ptkit.backends.base import did_you_mean
 from ptkit.backends.cuda import driver_problem
 from ptkit.hardware.detect import detect
@@ -82,12 +82,8 @@ def _coverage(recipe: Recipe, probed: ProbedDevice, machine: Machine) -> Variant
     else:
         field = backend.target_field
         targets = getattr(recipe.targets, field) if field else ()
-        result = backend.coverage(
-            probed.device,
-            backend.manifest_targets(targets),
-            toolkit_version=version_pair(recipe.toolkit.version),
-            driver_version=machine.cuda_driver_version,
-        )
+        versions = Versions(version_pair(recipe.toolkit.version), machine.cuda_driver_version)
+        result = backend.coverage(probed.device, backend.manifest_targets(targets), versions)
         covered, how = result.covered, result.how
     problems = [] if covered else [how]
     if backend.name == "cuda":

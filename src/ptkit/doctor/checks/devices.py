@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from ptkit.backends import backend_for_device_kind, version_pair
+from ptkit.backends import Versions, backend_for_device_kind, version_pair
 from ptkit.backends.cuda import driver_problem, min_driver_branch
 from ptkit.doctor.checks.advice import PYTORCH_INSTALL, package_fix
 from ptkit.doctor.checks.base import Problem, check
@@ -64,12 +64,8 @@ def _coverage(
         return None
     hows = []
     for lib in mine:
-        result = backend.coverage(
-            probed.device,
-            lib.targets,
-            toolkit_version=version_pair(lib.toolkit),
-            driver_version=machine.cuda_driver_version,
-        )
+        versions = Versions(version_pair(lib.toolkit), machine.cuda_driver_version)
+        result = backend.coverage(probed.device, lib.targets, versions)
         if result.covered:
             return None
         hows.append(f"{lib.library}: {result.how}")
