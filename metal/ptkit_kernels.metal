@@ -18,7 +18,7 @@
 //
 // Numerics: every kernel loads its inputs into float, computes in float and rounds
 // once, on the store, to the tensor's type -- the contract of the reference
-// implementations in src/ptkit/ops/_library.py. Transcendentals use the precise::
+// implementations in src/ptkit_ops/_library.py. Transcendentals use the precise::
 // variants so the accuracy does not depend on the fast-math setting the library
 // was compiled with (torch compiles shader sources with fast math off; a
 // .metallib built ahead of time must be built with -fno-fast-math too, or the
@@ -100,17 +100,18 @@ inline float gelu_erf(float v) {
   lo = isfinite(lo) ? lo : 0.0f;
   const float es = precise::exp(s);
   const float half_erfc = 0.5f * t * fma(es, lo, es);
-  // -inf gives -inf * 0 = NaN, as torch's gelu does.
-  return v * (v < 0.0f ? half_erfc : 1.0f - half_erfc);
+  // -inf gives -0, the limit (the formula meets -inf * 0 = NaN).
+  return isinf(v) && v < 0.0f ? -0.0f : v * (v < 0.0f ? half_erfc : 1.0f - half_erfc);
 }
 
 // x sigmoid(a), as x / (1 + e) for a >= 0 and x e / (1 + e) for a < 0 with
 // e = exp(-|a|) <= 1: exp never overflows, so results that are tiny but still
 // representable (silu(-95), gelu_tanh(-10.1)) come out right rather than as -0.
-// a = -inf gives x * 0 (NaN for x = -inf, as torch); a NaN propagates.
+// a = -inf gives -0 for x = -inf: the limit of silu and gelu_tanh (ptkit's semantics
+// on every backend, docs/using.md; the formula meets -inf * 0 = NaN); a NaN propagates.
 inline float mul_sigmoid(float x, float a) {
   const float e = precise::exp(-fabs(a));
-  return x * (a < 0.0f ? e : 1.0f) / (1.0f + e);
+  return isinf(x) && x < 0.0f ? -0.0f : x * (a < 0.0f ? e : 1.0f) / (1.0f + e);
 }
 
 // 0.5 v (1 + tanh(u)) = v sigmoid(2u), u = sqrt(2 / pi) (v + 0.044715 v^3): the same

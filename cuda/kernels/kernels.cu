@@ -215,7 +215,13 @@ __device__ __forceinline__ void warp_reduce_scatter(float* v, int lane) {
 }
 
 // ---------------------------------------------------------------------------
-// Activations, in fp32.
+// Activations, in fp32. silu, gelu and gelu_tanh take their limits at +-inf (+inf, -0),
+// where the formulas meet -inf * 0 = NaN: ptkit's semantics on every backend and on the
+// reference (src/ptkit_ops/_library.py, docs/using.md).
+
+__device__ __forceinline__ float minus_zero_at_minus_infinity(float v, float y) {
+  return v == -INFINITY ? -0.0f : y;
+}
 
 template <Activation A>
 __device__ __forceinline__ float activate(float v) {
@@ -225,13 +231,13 @@ __device__ __forceinline__ float activate(float v) {
     return v < 0.0f ? 0.0f : v;  // NaN stays NaN
   } else if constexpr (A == Activation::gelu) {
     // x Phi(x) = x erfc(-x / sqrt 2) / 2: no cancellation for negative x (1 + erf would).
-    return 0.5f * v * erfcf(-0.70710678118654752f * v);
+    return minus_zero_at_minus_infinity(v, 0.5f * v * erfcf(-0.70710678118654752f * v));
   } else if constexpr (A == Activation::gelu_tanh) {
     // 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
     const float two_u = 1.5957691216057308f * fmaf(0.044715f * v, v * v, v);
-    return v / (1.0f + expf(-two_u));
+    return minus_zero_at_minus_infinity(v, v / (1.0f + expf(-two_u)));
   } else {
-    return v / (1.0f + expf(-v));  // silu; -inf: -inf / inf = NaN, as torch
+    return minus_zero_at_minus_infinity(v, v / (1.0f + expf(-v)));  // silu
   }
 }
 
@@ -252,13 +258,13 @@ __device__ __forceinline__ float activate(float v, Activation a) {
 
 // silu for silu_and_mul: fast exp and division for 16-bit outputs (a few fp32 ulp,
 // far below their rounding), the accurate ones for fp32. silu(+inf) = inf,
-// silu(-inf) = NaN (-inf * 0), silu(x < -88) = -0.
+// silu(-inf) = -0 (the limit), silu(x < -88) = -0.
 template <class T>
 __device__ __forceinline__ float silu_gate(float g) {
   if constexpr (std::is_same_v<T, float>) {
-    return g / (1.0f + expf(-g));
+    return minus_zero_at_minus_infinity(g, g / (1.0f + expf(-g)));
   } else {
-    return __fdividef(g, 1.0f + __expf(-g));
+    return minus_zero_at_minus_infinity(g, __fdividef(g, 1.0f + __expf(-g)));
   }
 }
 

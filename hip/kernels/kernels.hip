@@ -54,16 +54,23 @@ __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {
 
 // ---- epilogue -----------------------------------------------------------------------
 
+// silu, gelu and gelu_tanh take their limits at +-inf (+inf, -0), where the formulas
+// meet -inf * 0 = NaN: ptkit's semantics on every backend (docs/using.md).
+__device__ __forceinline__ float minus_zero_at_minus_infinity(float v, float y) {
+  return v == -INFINITY ? -0.0f : y;
+}
+
 __device__ __forceinline__ float activate(float v, Activation act) {
   switch (act) {
     case Activation::relu:
       return v > 0.f ? v : 0.f;
     case Activation::gelu:
-      return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+      return minus_zero_at_minus_infinity(v, 0.5f * v * (1.f + erff(v * 0.70710678118654752f)));
     case Activation::gelu_tanh:
-      return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+      return minus_zero_at_minus_infinity(
+          v, 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v))));
     case Activation::silu:
-      return v / (1.f + expf(-v));
+      return minus_zero_at_minus_infinity(v, v / (1.f + expf(-v)));
     case Activation::none:
     default:
       return v;

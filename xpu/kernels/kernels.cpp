@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -76,6 +77,16 @@ inline void store_f(T* p, const float (&f)[NV]) {
 // would buy nothing but binary size (every kernel is built for each AOT device).
 // The formulas are those of the CUDA tree, so both backends round alike.
 
+// silu, gelu and gelu_tanh take their limits at +-inf (+inf, -0), where the formulas
+// meet -inf * 0 = NaN: ptkit's semantics on every backend (docs/using.md).
+inline float minus_zero_at_minus_infinity(float v, float y) {
+  return v == -std::numeric_limits<float>::infinity() ? -0.0f : y;
+}
+
+inline float silu(float v) {
+  return minus_zero_at_minus_infinity(v, v / (1.0f + sycl::exp(-v)));
+}
+
 inline float activate(float v, Activation a) {
   switch (a) {
     case Activation::relu:
@@ -83,14 +94,14 @@ inline float activate(float v, Activation a) {
     case Activation::gelu:
       // x Phi(x) = x erfc(-x / sqrt 2) / 2, the erf form of GELU; erfc rather than
       // 1 + erf(x / sqrt 2): no cancellation for negative x.
-      return 0.5f * v * sycl::erfc(-0.70710678118654752f * v);
+      return minus_zero_at_minus_infinity(v, 0.5f * v * sycl::erfc(-0.70710678118654752f * v));
     case Activation::gelu_tanh: {
       // 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
       const float two_u = 1.5957691216057308f * sycl::fma(0.044715f * v, v * v, v);
-      return v / (1.0f + sycl::exp(-two_u));
+      return minus_zero_at_minus_infinity(v, v / (1.0f + sycl::exp(-two_u)));
     }
     case Activation::silu:
-      return v / (1.0f + sycl::exp(-v));  // -inf: -inf / inf = NaN, as torch
+      return silu(v);
     default:
       return v;
   }
@@ -171,7 +182,7 @@ struct SiluAndMulKernel {
         load_f<T, NV>(xr, g);
         load_f<T, NV>(xr + d, u);
 #pragma unroll
-        for (int e = 0; e < NV; ++e) g[e] = g[e] / (1.0f + sycl::exp(-g[e])) * u[e];
+        for (int e = 0; e < NV; ++e) g[e] = silu(g[e]) * u[e];
         store_f<T, NV>(y + r * d + c, g);
       }
     }
