@@ -181,16 +181,31 @@ def test_a_failed_audit_names_the_stage_and_leaves_dist_untouched(
 def test_cli_failure_exits_1_naming_the_stage_and_writes_nothing(
     source: Path, tmp_path: Path
 ) -> None:
+    # No icpx here: the xpu variant's build stage fails (a job that failed: exit 1).
     proc = subprocess.run(
-        [sys.executable, "-m", "ptkit", "build", "--variant", "nosuch",
+        [sys.executable, "-m", "ptkit", "build", "--variant", "xpu",
          "--source", str(source), "--dist", str(tmp_path / "dist"),
          "--build-root", str(tmp_path / "build")],
         capture_output=True, text=True, timeout=300, env=python_env(), check=False,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "ptkit build: stage 'build' failed for variant nosuch: recipe:" in proc.stderr
+    assert "ptkit build: stage 'build' failed for variant xpu: icpx not found" in proc.stderr
     assert "Fix: " in proc.stderr
-    assert f"Nothing was written to {tmp_path / 'dist' / 'nosuch'}." in proc.stderr
+    assert f"Nothing was written to {tmp_path / 'dist' / 'xpu'}." in proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "dist").exists()
+
+
+def test_an_unknown_variant_is_a_usage_error_with_a_suggestion(
+    source: Path, tmp_path: Path
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptkit", "build", "--variant", "cu31",
+         "--source", str(source), "--dist", str(tmp_path / "dist")],
+        capture_output=True, text=True, timeout=300, env=python_env(), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "(did you mean 'cu13'?)" in proc.stderr
     assert not (tmp_path / "dist").exists()
 
 

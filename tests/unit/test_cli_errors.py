@@ -377,3 +377,17 @@ def test_the_index_url_variable_is_spelt_once() -> None:
     from ptkit.selection import ENV_INDEX_URL
 
     assert cli_spelling == ENV_INDEX_URL == "PTKIT_INDEX_URL"
+
+
+def test_every_expected_error_names_a_class_that_exists() -> None:
+    """The boundary matches by qualified name (it imports none of these modules): a class
+    that moved would silently become an "internal error"."""
+    import importlib
+
+    from ptkit.cli.failures import EXPECTED_ERRORS
+
+    for qualified in EXPECTED_ERRORS:
+        module, _, name = qualified.rpartition(".")
+        cls = getattr(importlib.import_module(module), name, None)
+        assert isinstance(cls, type) and issubclass(cls, BaseException), qualified
+        assert f"{cls.__module__}.{cls.__qualname__}" == qualified, qualified

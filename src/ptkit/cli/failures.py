@@ -62,9 +62,9 @@ EXPECTED_ERRORS: dict[str, ExpectedError] = {
     "ptkit.doctor.UnknownCheckError": ExpectedError(2),
     "ptkit.backends.base.TargetError": ExpectedError(2),
     "ptkit.backends.UnknownBackendError": ExpectedError(2),
-    "ptkit.release.matrix.MatrixError": ExpectedError(2),
+    "ptkit.release.matrix.plan.MatrixError": ExpectedError(2),
     # A job that could not be done, with the reason and the fix in the message.
-    "ptkit.release.pipeline.BuildError": ExpectedError(1),
+    "ptkit.release.pipeline.errors.BuildError": ExpectedError(1),
     "ptkit.index.wheels.IndexBuildError": ExpectedError(1),
     "ptkit.index.variant_metadata.VariantMetadataError": ExpectedError(1),
     "ptkit.scaffold.ScaffoldError": ExpectedError(1),
