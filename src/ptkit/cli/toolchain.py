@@ -168,9 +168,11 @@ def path(variant: str, source: Path) -> None:
         else []
     )
     if not compilers:
+        here = source.resolve() == Path.cwd().resolve()
+        install = install_command(variant, None if here else source.resolve())
         raise CommandFailed(
             f"{command}: {spec.name} {spec.version} is not in ptkit's toolchain cache "
-            f"({spec.path()}); install it with: {install_command(variant)}"
+            f"({spec.path()}); install it with: {install}"
         )
     # <root>/bin/<compiler>: the folder the backend's root variable takes.
     click.echo(compilers[0].parent.parent)
