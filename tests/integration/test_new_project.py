@@ -151,14 +151,13 @@ def test_make_test_passes_in_a_fresh_venv_with_ptkit_installing_the_cuda_toolkit
 ) -> None:
     out = make_test
     cache = Path(session.env["PTKIT_CACHE_DIR"]) / "toolchains"
+    assert "ptkit build cpu: SOURCE_DATE_EPOCH" in out
     assert (
-        "ptkit build cpu: SOURCE_DATE_EPOCH" in out and "ptkit build cu13: no nvcc found (" in out
-    )
-    assert (
-        "installing the recipe's toolkit, CUDA 13.5 (nvidia-cuda-nvcc==13.5.* "
+        "ptkit build cu13: installing the recipe's toolkit, CUDA 13.5 (nvidia-cuda-nvcc==13.5.* "
         "nvidia-cuda-runtime==13.5.* nvidia-cuda-crt==13.5.* nvidia-cuda-cccl==13.* "
         f"nvidia-cuda-cuobjdump==13.5.*), into ptkit's toolchain cache {cache}/cuda-13.5-"
     ) in out
+    assert "(once for every project, never into torch's environment), because no nvcc" in out
     assert re.search(r"Successfully installed .*nvidia-cuda-nvcc-13\.5\.\d+", out), out
     assert "ptkit build cu13: toolkit ready in " in out
     assert f"[done] dist/cu13/{NAME}-0.1.0+cu13-py3-none-manylinux_" in out

@@ -279,3 +279,53 @@ def test_every_expected_error_names_a_class_that_exists() -> None:
         module, _, attribute = name.rpartition(".")
         cls = getattr(importlib.import_module(module), attribute)
         assert f"{cls.__module__}.{cls.__qualname__}" == name, name
+
+
+# --- ptkit build installs a missing toolkit (ptkit.release.pipeline.provision) -----------
+
+
+def test_the_build_installs_no_toolkit_when_it_finds_one(tmp_path: Path) -> None:
+    from ptkit.release.pipeline.provision import provision_toolkit
+
+    env = _cache(tmp_path)
+    _lay_out(toolchain_spec(CU13) or _spec(), env)
+    lines: list[str] = []
+    assert provision_toolkit(CU13, tmp_path, environ=env, echo=lines.append) is None
+    assert lines == []
+    cpu = load_recipe("cpu", REPO / "recipes")
+    assert (
+        provision_toolkit(cpu, tmp_path, environ=_cache(tmp_path / "x"), echo=lines.append) is None
+    )
+    assert lines == []
+
+
+def test_a_failed_toolkit_install_stops_the_build_unless_the_backend_may_be_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Here the venv cannot be made (no such Python): the stage 'toolkit' error with its
+    fix; with --allow-missing-backend the build goes on without it, saying so."""
+    from ptkit.release import toolchains
+    from ptkit.release.pipeline.provision import provision_toolkit
+
+    env = _cache(tmp_path)
+    monkeypatch.setattr(toolchains.sys, "executable", str(tmp_path / "no-python"))
+    lines: list[str] = []
+    with pytest.raises(BuildError) as caught:
+        provision_toolkit(CU13, tmp_path, environ=env, echo=lines.append)
+    assert caught.value.stage == "toolkit"
+    assert "could not make the toolchain's venv" in caught.value.cause
+    assert caught.value.fix.startswith("install Python's venv module")
+    spec = toolchain_spec(CU13)
+    assert spec is not None
+    assert lines[0] == (
+        "ptkit build cu13: installing the recipe's toolkit, CUDA 13.5 (nvidia-cuda-nvcc==13.5.* "
+        "nvidia-cuda-runtime==13.5.* nvidia-cuda-crt==13.5.* nvidia-cuda-cccl==13.* "
+        f"nvidia-cuda-cuobjdump==13.5.*), into ptkit's toolchain cache {spec.path(env)} (once "
+        "for every project, never into torch's environment), because no nvcc was found "
+        f"({CUDA.toolkit_search})"
+    )
+    assert list((tmp_path / "cache" / "toolchains").iterdir()) == []  # nothing half-made
+    lines.clear()
+    assert provision_toolkit(CU13, tmp_path, environ=env, echo=lines.append, required=False) is None
+    assert lines[-1].startswith("ptkit build cu13: no toolkit (")
+    assert lines[-1].endswith("; building without it as asked")

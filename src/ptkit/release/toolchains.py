@@ -232,12 +232,12 @@ def install_toolchain(
     spec: ToolchainSpec,
     *,
     environ: Mapping[str, str] | None = None,
-    python: str = sys.executable,
+    python: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> CachedToolchain:
     """The toolchain of ``spec`` in the cache: the one there, else installed now (see
-    the module docstring). ``python`` makes the venv; ``echo`` gets the one line that
-    says where it goes (pip prints the rest)."""
+    the module docstring). ``python`` (default: this one) makes the venv; ``echo`` gets
+    the one line that says where it goes (pip prints the rest)."""
     found = find_cached(spec, environ)
     if found is not None:
         return found
@@ -254,7 +254,7 @@ def install_toolchain(
         ) from exc
     echo(f"      pip installs into {partial}, renamed to {final} when complete")
     try:
-        _build(spec, partial, python)
+        _build(spec, partial, python or sys.executable)
         try:
             os.rename(partial, final)
         except OSError:

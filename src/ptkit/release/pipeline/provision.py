@@ -32,9 +32,12 @@ def provision_toolkit(
     *,
     environ: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = print,
+    required: bool = True,
 ) -> CachedToolchain | None:
     """The toolchain installed for ``recipe`` now, or None when its build needs none
-    (no ``[toolkit] packages``, a backend the cache does not serve, a toolkit found)."""
+    (no ``[toolkit] packages``, a backend the cache does not serve, a toolkit found). A
+    failed install stops the build, unless the backend is not ``required``
+    (``--allow-missing-backend``): then the build goes on without it."""
     env = os.environ if environ is None else environ
     backend = BACKENDS[recipe.backend]
     if not backend.cached_toolkits or not recipe.toolkit.packages:
@@ -46,15 +49,18 @@ def provision_toolkit(
     if spec is None:  # pragma: no cover - the packages were checked above
         return None
     echo(
-        f"ptkit build {recipe.name}: no {backend.compiler_name} found ({backend.toolkit_search}"
-        f"); installing the recipe's toolkit, {backend.title} {spec.version} "
-        f"({' '.join(spec.packages)}), into ptkit's toolchain cache {spec.path(env)}: once "
-        "for every project, never into torch's environment"
+        f"ptkit build {recipe.name}: installing the recipe's toolkit, {backend.title} "
+        f"{spec.version} ({' '.join(spec.packages)}), into ptkit's toolchain cache "
+        f"{spec.path(env)} (once for every project, never into torch's environment), "
+        f"because no {backend.compiler_name} was found ({backend.toolkit_search})"
     )
     started = time.monotonic()
     try:
         done = install_toolchain(spec, environ=env, echo=echo)
     except ToolchainError as exc:
-        raise BuildError("toolkit", recipe.name, exc.cause, exc.fix) from exc
+        if required:
+            raise BuildError("toolkit", recipe.name, exc.cause, exc.fix) from exc
+        echo(f"ptkit build {recipe.name}: no toolkit ({exc}); building without it as asked")
+        return None
     echo(f"ptkit build {recipe.name}: toolkit ready in {time.monotonic() - started:.0f} s")
     return done

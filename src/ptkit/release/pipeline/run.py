@@ -173,12 +173,12 @@ def run_pipeline(
     shutil.rmtree(scratch, ignore_errors=True)
     try:
         recipe = _load(variant, repo)  # once: every stage gets this Recipe
-        check_prerequisites(variant, STAGES, repo)
-        provision_toolkit(recipe, repo, echo=echo)
         steps = _Progress(echo)
         env = _reproducible_env(repo)
         epoch = env.get("SOURCE_DATE_EPOCH", "unset (no git: not reproducible)")
         echo(f"ptkit build {variant}: SOURCE_DATE_EPOCH={epoch}")
+        check_prerequisites(variant, STAGES, repo)
+        provision_toolkit(recipe, repo, echo=echo, required=require_backend)
 
         def build() -> tuple[BuiltWheel, str]:
             built = build_wheel(
