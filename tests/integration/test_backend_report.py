@@ -92,17 +92,19 @@ def test_ptkit_build_names_the_stage_and_cause_and_leaves_dist_empty(tmp_path: P
 
 
 def test_ptkit_build_rejects_an_unknown_variant(tmp_path: Path) -> None:
+    """A usage error (exit 2) before any stage: the closest recipe and the ones there are."""
     proc = subprocess.run(
-        [sys.executable, "-m", "ptkit", "build", "--variant", "cu99", "--source", str(REPO)],
+        [sys.executable, "-m", "ptkit", "build", "--variant", "cuda13", "--source", str(REPO)],
         capture_output=True,
         text=True,
         check=False,
         cwd=tmp_path,
     )
-    # A usage error (exit 2), with the variants there are.
-    assert proc.returncode == 2
-    assert "'cu99' is not a recipe of" in proc.stderr
-    assert "expected one of cpu, cu13, metal, rocm7.14, xpu" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        f"ptkit build: --variant 'cuda13' is not a recipe of {REPO} (did you mean 'cu13'?); "
+        "expected one of cpu, cu13, metal, rocm7.14, xpu (or add recipes/cuda13.toml)"
+    )
 
 
 def test_metal_sources_ship_with_a_manifest_when_there_is_no_metal_compiler(tmp_path: Path) -> None:

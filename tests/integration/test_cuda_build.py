@@ -36,7 +36,29 @@ def test_system_cuda_13_0_cannot_build_sm107_and_says_how_to_fix(tmp_path: Path)
     assert f"at {SYSTEM_NVCC}" in message
     # What the compiler builds, SASS by capability, then PTX.
     assert "(it builds: sm_75 sm_80 sm_86" in message
-    assert "pip install 'nvidia-cuda-nvcc==13.5.*'" in message
+    # The fix installs the recipe's toolkit where ptkit keeps it, never into torch's env.
+    assert f"-m ptkit toolchain install cu13 --source {REPO}" in message
+    assert "pip install 'nvidia-cuda-nvcc" not in message
+
+
+def test_a_failed_configure_then_ptkit_cuda_root_succeeds_in_the_same_build_folder(
+    tmp_path: Path, pip_cuda_root: Path
+) -> None:
+    """The fix the message gives works when followed: the first configure finds no
+    toolkit (none on the build Python's path, an empty toolchain cache) and fails; the
+    next, in the same folder with PTKIT_CUDA_ROOT set as the message says, succeeds."""
+    empty = {"PTKIT_CACHE_DIR": str(tmp_path / "no-cache")}
+    build = tmp_path / "build"
+    args = ("-DPTKIT_VARIANT=cu13", "-DPTKIT_REQUIRE_BACKEND=ON")
+    failed = _configure(REPO, build, *args, env=empty)
+    assert failed.returncode != 0
+    message = " ".join(failed.stderr.split())
+    assert "nvcc not found" in message and "or set PTKIT_CUDA_ROOT to a CUDA toolkit" in message
+    fixed = _configure(REPO, build, *args, env={**empty, "PTKIT_CUDA_ROOT": str(pip_cuda_root)})
+    assert fixed.returncode == 0, fixed.stderr
+    assert "ptkit: CUDA 13.5" in fixed.stdout and f"(PTKIT_CUDA_ROOT) at {pip_cuda_root}" in (
+        fixed.stdout
+    )
 
 
 def test_arch_list_override_is_resolved_like_torch_cuda_arch_list(

@@ -193,31 +193,39 @@ def test_isa_levels_that_do_not_apply_are_skipped() -> None:
     assert unknown.returncode == 1 and "no platform module for system 'Plan9'" in unknown.stderr
 
 
-def test_a_missing_toolkit_names_the_recipes_packages_and_no_pin_without_one(
+def test_a_missing_toolkit_names_ptkit_toolchain_install_and_no_pin_without_a_recipe(
     tmp_path: Path,
 ) -> None:
-    """Where no nvcc is to be found (no pip toolkit in the build Python, no system one
-    asked for), the reason's fix is the recipe's [toolkit] packages, else no pin at all."""
-    cu13 = load_recipe("cu13", REPO / "recipes")
+    """Where no nvcc is to be found (none on the build Python's path, none in ptkit's
+    toolchain cache, no system one asked for), the reason's fix is `ptkit toolchain
+    install` of the recipe (never a pip install into torch's environment), else no pin."""
+    empty = str(tmp_path / "no-cache")
     with_recipe = _configure(
         tmp_path / "a",
         f'ptkit_read_recipe(cu13 RECIPES_DIR "{REPO / "recipes"}")\n'
         "ptkit_enable_backend(cuda RESULT_VAR have)\n",
         PATH="/usr/bin:/bin",
+        PTKIT_CACHE_DIR=empty,
     )
     assert with_recipe.returncode == 0, with_recipe.stderr
     detail = _report(tmp_path / "a")["cuda"]["detail"]
     assert detail.startswith("nvcc not found (searched PTKIT_CUDA_ROOT, then pip's")
+    assert "then ptkit's toolchain cache (ptkit toolchain install)" in detail
     assert (
-        f"Fix: install recipe cu13's [toolkit] packages into the build Python ({sys.executable}): {cu13.toolkit.pip_install}, or set PTKIT_CUDA_ROOT"
-        in detail
+        "Fix: install recipe cu13's toolkit into ptkit's toolchain cache: "
+        f"{sys.executable} -m ptkit toolchain install cu13 --source {REPO} (ptkit build does "
+        "this by itself), or set PTKIT_CUDA_ROOT" in detail
     )
+    assert "nvidia-cuda-nvcc" not in detail
     without = _configure(
-        tmp_path / "b", "ptkit_enable_backend(cuda RESULT_VAR have)\n", PATH="/usr/bin:/bin"
+        tmp_path / "b",
+        "ptkit_enable_backend(cuda RESULT_VAR have)\n",
+        PATH="/usr/bin:/bin",
+        PTKIT_CACHE_DIR=empty,
     )
     assert without.returncode == 0, without.stderr
     detail = _report(tmp_path / "b")["cuda"]["detail"]
-    assert "nvcc not found" in detail and "nvidia-cuda-nvcc" not in detail
+    assert "nvcc not found" in detail and "ptkit toolchain install" in detail
     assert "Fix: set PTKIT_CUDA_ROOT to a CUDA toolkit" in detail
     missing = _configure(
         tmp_path / "c",
@@ -229,3 +237,59 @@ def test_a_missing_toolkit_names_the_recipes_packages_and_no_pin_without_one(
         f"{tmp_path / 'nowhere' / 'bin' / 'nvcc'} (from PTKIT_CUDA_ROOT) does not exist. "
         "Fix: point PTKIT_CUDA_ROOT at the toolkit, or unset it"
     )
+
+
+def _reconfigure(build: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Configure the build folder ``build`` again (its CMakeCache.txt as it is)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PTKIT_")}
+    return subprocess.run(
+        [str(VENV_BIN / "cmake"), "-S", str(build.parent), "-B", str(build), *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "backend", "compiler"),
+    [
+        ("PTKIT_CUDA_ROOT", "cuda", "bin/nvcc"),
+        ("PTKIT_HIP_ROOT", "hip", "bin/hipcc"),
+        ("PTKIT_ICPX", "xpu", ""),  # the compiler itself
+    ],
+)
+def test_an_environment_override_replaces_what_an_earlier_configure_cached(
+    tmp_path: Path, variable: str, backend: str, compiler: str
+) -> None:
+    """The fix a message gives works when followed in the same build folder: the
+    environment variable is read on every configure and never cached (so unsetting it
+    takes effect too), and it replaces a -D value an earlier configure cached."""
+    root = tmp_path / "p"
+    body = f"ptkit_enable_backend({backend} RESULT_VAR have)\n"
+    first = _configure(root, body, **{variable: str(tmp_path / "first")})
+    assert first.returncode == 0, first.stderr
+    assert str(tmp_path / "first") in _report(root)[backend]["detail"]
+    cache = (root / "build" / "CMakeCache.txt").read_text()
+    assert f"{tmp_path / 'first'}" not in cache  # the environment's value is not cached
+    second = _reconfigure(root / "build", **{variable: str(tmp_path / "second")})
+    assert second.returncode == 0, second.stderr
+    detail = _report(root)[backend]["detail"]
+    assert f"{tmp_path / 'second' / compiler} (from {variable}) does not exist" in detail
+    # A -D value is cached; its message says how to replace or drop it …
+    cached = _reconfigure(root / "build", f"-D{variable}={tmp_path / 'cached'}")
+    assert cached.returncode == 0, cached.stderr
+    assert _report(root)[backend]["detail"] == (
+        f"{tmp_path / 'cached' / compiler} (from -D{variable}, cached in {root / 'build'}) does "
+        f"not exist. Fix: set the environment variable {variable} to the toolkit (it replaces "
+        f"the cached value), or drop the cached one: cmake -U{variable} {root / 'build'}"
+    )
+    # … and the environment variable given on the next run replaces it.
+    replaced = _reconfigure(root / "build", **{variable: str(tmp_path / "third")})
+    assert replaced.returncode == 0, replaced.stderr
+    assert (
+        f"ptkit: {variable} from the environment ({tmp_path / 'third'}) replaces the cached "
+        f"-D{variable}={tmp_path / 'cached'}" in _flat(replaced.stdout)
+    )
+    assert f"{tmp_path / 'third' / compiler} (from {variable})" in _report(root)[backend]["detail"]

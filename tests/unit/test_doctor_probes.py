@@ -464,11 +464,8 @@ def test_profile_without_a_gpu() -> None:
 
 
 NVCC_13_0 = ["sm_75", "sm_80", "sm_90", "sm_100", "sm_103", "sm_110", "sm_120", "compute_120"]
-CU13_TOOLKIT = (
-    "install the cu13 recipe's toolkit: pip install 'nvidia-cuda-nvcc==13.5.*' "
-    "'nvidia-cuda-runtime==13.5.*' 'nvidia-cuda-crt==13.5.*' 'nvidia-cuda-cccl==13.*' "
-    "'nvidia-cuda-cuobjdump==13.5.*'"
-)
+# Into ptkit's toolchain cache, never torch's environment.
+CU13_TOOLKIT = "install the cu13 recipe's toolkit: ptkit toolchain install cu13"
 
 
 def test_what_nvcc_could_build() -> None:
@@ -547,8 +544,9 @@ def test_nvcc_rows_are_the_builds_candidates(tmp_path: Path) -> None:
     first = _fake_nvcc(tmp_path / "a", "13.5", " ".join([*NVCC_13_0, "sm_107"]))
     second = _fake_nvcc(tmp_path / "b", "13.0", " ".join(NVCC_13_0))
     cu13 = load_recipe("cu13", recipes_dir())
+    no_cache = str(tmp_path / "no-cache")
     rows = probe_toolchains(
-        environ={"PATH": str(tmp_path / "empty")},
+        environ={"PATH": str(tmp_path / "empty"), "PTKIT_CACHE_DIR": no_cache},
         timeout_s=5.0,
         recipes=[cu13],
         paths=[str(tmp_path / "a"), str(tmp_path / "b")],
@@ -571,10 +569,32 @@ def test_nvcc_rows_are_the_builds_candidates(tmp_path: Path) -> None:
     (missing,) = [r for r in rows if r.name == "nvcc"]
     assert missing.problem == f"{tmp_path / 'nowhere' / 'bin' / 'nvcc'} does not exist"
     # None anywhere: the fix is the recipe's toolkit packages.
-    rows = probe_toolchains(environ={"PATH": ""}, timeout_s=5.0, recipes=[cu13], paths=[])
+    rows = probe_toolchains(
+        environ={"PATH": "", "PTKIT_CACHE_DIR": no_cache}, timeout_s=5.0, recipes=[cu13], paths=[]
+    )
     (none,) = [r for r in rows if r.name == "nvcc"]
     assert none.path is None
     assert f"; {CU13_TOOLKIT}; or point PTKIT_CUDA_ROOT at a CUDA toolkit" in none.could_build
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a shell-script nvcc")
+def test_a_toolchain_in_ptkits_cache_is_a_row_the_build_takes(tmp_path: Path) -> None:
+    """`ptkit toolchain install` puts it there; the doctor lists it without a search path."""
+    from ptkit.backends.toolchain_cache import CachedToolchain, metadata
+    from ptkit.release.toolchains import toolchain_spec
+
+    cu13 = load_recipe("cu13", recipes_dir())
+    env = {"PATH": "", "PTKIT_CACHE_DIR": str(tmp_path / "cache")}
+    spec = toolchain_spec(cu13)
+    assert spec is not None
+    site = spec.path(env) / "lib" / "python3.11" / "site-packages"
+    nvcc = _fake_nvcc(site, "13.5", " ".join([*NVCC_13_0, "sm_107"]))
+    made = CachedToolchain(spec.path(env), spec, (), "2026-01-01")
+    (spec.path(env) / "toolchain.json").write_text(json.dumps(metadata(made)))
+    rows = probe_toolchains(environ=env, timeout_s=5.0, recipes=[cu13], paths=[])
+    (row,) = [r for r in rows if r.name == "nvcc"]
+    assert (row.path, row.version) == (str(nvcc), "13.5.0")
+    assert row.could_build.endswith(f"(ptkit toolchain cache ({site}), used by the build)")
 
 
 # --- collect_facts ---------------------------------------------------------------------

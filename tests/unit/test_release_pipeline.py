@@ -131,8 +131,9 @@ def _pip_toolkit(site: Path) -> Path:
 
 def test_the_cuda_toolkit_comes_from_the_variants_toolchain_cache(tmp_path: Path) -> None:
     root = _pip_toolkit(tmp_path / ".toolchains" / "cu13" / "lib" / "python3.12" / "site-packages")
-    assert cuda_toolkit.search_paths(tmp_path, "cu13")[0] == str(root.parent.parent)
-    toolkit = cuda_toolkit.find_cuda_toolkit(tmp_path, CU13, environ={})
+    empty = {"PTKIT_CACHE_DIR": str(tmp_path / "no-cache")}
+    assert cuda_toolkit.search_paths(tmp_path, CU13, empty)[0] == str(root.parent.parent)
+    toolkit = cuda_toolkit.find_cuda_toolkit(tmp_path, CU13, environ=empty)
     assert toolkit is not None and toolkit.root == root
     assert cuda_toolkit.toolkit_environment(toolkit) == {"PTKIT_CUDA_ROOT": str(root)}
     assert cuda_toolkit.cuobjdump(toolkit) == str(root / "bin" / "cuobjdump")
@@ -141,7 +142,7 @@ def test_the_cuda_toolkit_comes_from_the_variants_toolchain_cache(tmp_path: Path
         tmp_path, CU13, environ={"PTKIT_CUDA_ROOT": str(tmp_path / "mine")}
     )
     assert named is not None and named.root == tmp_path / "mine" and named.explicit
-    assert cuda_toolkit.find_cuda_toolkit(tmp_path, CPU, environ={}) is None
+    assert cuda_toolkit.find_cuda_toolkit(tmp_path, CPU, environ=empty) is None
     assert cuda_toolkit.toolkit_environment(None) == {}
 
 

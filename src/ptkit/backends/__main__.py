@@ -11,13 +11,17 @@
     ``ERROR=…`` (exit 0: CMake prints the build report before it fails);
     ``MANIFEST_KEYS=…`` names those lists (``SASS;PTX``).
 
-``toolkit BACKEND [--search-path P]… [--install-hint TEXT]``
+``toolkit BACKEND [--search-path P]… [--install-hint TEXT] [--cached VAR --build-dir D]``
     Where the build finds the backend's compiler: ``COMPILER=…``, ``ROOT=…``, ``SOURCE=…``
     and ``EXPLICIT=ON|OFF``, or ``NOTFOUND=``, ``LOOKED=…`` (each place looked) and
     ``REASON=…`` (the message, with the fix; ``TEXT`` first: the recipe's install
-    command). The search paths default to this Python's ``sys.path``.
+    command). The search paths default to this Python's ``sys.path``; ptkit's toolchain
+    cache is searched too (the backend's own candidates). ``--cached VAR``: the value of
+    ``VAR`` comes from the CMake cache of build folder ``D`` (-DVAR=…), not from the
+    environment: the fix says how to replace or drop it.
 ``list``
-    ``NAMES=cpu;cuda;…``: the backends, in the table's order.
+    ``NAMES=cpu;cuda;…``: the backends, in the table's order; ``CACHED=cuda``: those
+    whose recipe toolkits ``ptkit toolchain install`` puts into ptkit's toolchain cache.
 
 Lists are CMake lists (``;``-separated), one ``KEY=value`` per line.
 """
@@ -46,6 +50,22 @@ def _print(key: str, values: tuple[str, ...] | str) -> None:
     print(f"{key}={' '.join(text.splitlines())}")
 
 
+def _explicit_missing(compiler: object, variable: str, args: argparse.Namespace) -> str:
+    """Why the toolkit a variable names cannot be used, and how to name another: the
+    environment variable replaces a cached -D value on the next configure."""
+    if variable in args.cached:
+        where = f" in {args.build_dir}" if args.build_dir else ""
+        return (
+            f"{compiler} (from -D{variable}, cached{where}) does not exist. Fix: set the "
+            f"environment variable {variable} to the toolkit (it replaces the cached value), "
+            f"or drop the cached one: cmake -U{variable} {args.build_dir or '<build folder>'}"
+        )
+    return (
+        f"{compiler} (from {variable}) does not exist. Fix: point {variable} at the toolkit, "
+        "or unset it"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ptkit.backends")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     toolkit.add_argument("backend")
     toolkit.add_argument("--search-path", action="append", default=None)
     toolkit.add_argument("--install-hint", default="")
+    toolkit.add_argument("--cached", action="append", default=[])
+    toolkit.add_argument("--build-dir", default="")
     commands.add_parser("list")
     resolve = commands.choices["resolve"]
     resolve.add_argument("--source", default="recipe")
@@ -67,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "list":
         _print("NAMES", tuple(BACKENDS))
+        _print("CACHED", tuple(name for name, b in BACKENDS.items() if b.cached_toolkits))
         return 0
     try:
         backend = get_backend(args.backend)
@@ -77,11 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Named by the user: that one or none, never a silent fallback.
                 _print("NOTFOUND", "")
                 _print("LOOKED", f"{found.compiler} ({found.source})")
-                _print(
-                    "REASON",
-                    f"{found.compiler} (from {found.source}) does not exist. Fix: point "
-                    f"{found.source} at the toolkit, or unset it",
-                )
+                _print("REASON", _explicit_missing(found.compiler, found.source, args))
                 return 0
             if found is None:
                 looked = backend.toolkit_candidates(os.environ, paths)

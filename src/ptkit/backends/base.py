@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from ptkit.backends.toolchain_cache import cached_toolchains, toolchains_dir
+
 __all__ = [
     "Backend",
     "Coverage",
@@ -192,6 +194,10 @@ class Backend:
     """Where ``toolkit_candidates`` looks, in order, for the no-toolkit message."""
     toolkit_fix: ClassVar[str] = ""
     """How else to provide the toolkit (a variable, a system package), for that message."""
+    cached_toolkits: ClassVar[bool] = False
+    """Whether ptkit installs this backend's recipe toolkits (their ``[toolkit] packages``
+    from PyPI) into its toolchain cache (``ptkit toolchain install``) and finds them there
+    (``toolkit_candidates``): CUDA's nvcc is a pip package that runs from any folder."""
 
     # --- toolkit discovery ------------------------------------------------------------
 
@@ -226,6 +232,27 @@ class Backend:
             f"{self.compiler_name or self.title} not found (searched {self.toolkit_search}"
             f"{': ' + looked if looked else ''}). Fix: {', or '.join(fixes) or 'install it'}"
         )
+
+    def pip_compilers(self, site_packages: Path) -> list[Path]:
+        """The compilers a pip-installed toolkit put into ``site_packages`` (the recipes'
+        ``[toolkit] packages``), newest first; [] for a backend that has none there."""
+        return []
+
+    def cached_toolkit_paths(self, environ: Mapping[str, str]) -> list[str]:
+        """The site-packages of this backend's toolchains in ptkit's toolchain cache
+        (:mod:`ptkit.backends.toolchain_cache`), newest version first; [] for a backend
+        whose toolkits are not cached there."""
+        if not self.cached_toolkits:
+            return []
+        paths = (t.site_packages for t in cached_toolchains(environ, backend=self.name))
+        return [str(p) for p in paths if p is not None]
+
+    def toolkit_place(self, site_packages: Path, environ: Mapping[str, str]) -> str:
+        """``ptkit toolchain cache`` for a site-packages inside it, else ``pip``: how a
+        candidate's source is said."""
+        if site_packages.is_relative_to(toolchains_dir(environ)):
+            return "ptkit toolchain cache"
+        return "pip"
 
     def release_toolkit_environment(
         self, site_packages: str, toolkit_version: str

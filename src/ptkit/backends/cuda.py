@@ -195,34 +195,44 @@ class CudaBackend(Backend):
     target_pattern = _TARGET.pattern
     toolkit_search = (
         "PTKIT_CUDA_ROOT, then pip's nvidia/cu*/bin/nvcc on the build Python's path, then "
-        "nvcc on PATH with PTKIT_CUDA_USE_SYSTEM=1"
+        "ptkit's toolchain cache (ptkit toolchain install), then nvcc on PATH with "
+        "PTKIT_CUDA_USE_SYSTEM=1"
     )
     toolkit_fix = (
         "set PTKIT_CUDA_ROOT to a CUDA toolkit (the folder holding bin/nvcc), or "
         "PTKIT_CUDA_USE_SYSTEM=1 (CMake: -DPTKIT_CUDA_USE_SYSTEM=ON) for the system's nvcc"
     )
+    cached_toolkits = True
 
     def toolkit_candidates(
         self, environ: Mapping[str, str], search_paths: Sequence[str]
     ) -> tuple[ToolkitCandidate, ...]:
-        """``PTKIT_CUDA_ROOT``; else pip's ``nvidia/cu<major>/bin/nvcc`` on the search paths
-        (``nvidia-cuda-nvcc``, the recipes' toolkit), newest first; the system CUDA (nvcc
-        on PATH) only with ``PTKIT_CUDA_USE_SYSTEM=1``: a system toolkit is usually older
+        """``PTKIT_CUDA_ROOT``; else pip's ``nvidia/cu<major>/bin/nvcc`` (``nvidia-cuda-nvcc``,
+        the recipes' toolkit) on the search paths, then in ptkit's toolchain cache
+        (:mod:`ptkit.backends.toolchain_cache`), newest first; the system CUDA (nvcc on
+        PATH) only with ``PTKIT_CUDA_USE_SYSTEM=1``: a system toolkit is usually older
         than the recipe's and lacks its newest targets."""
         explicit = environ.get("PTKIT_CUDA_ROOT", "").strip()
         if explicit:
             return (ToolkitCandidate(Path(explicit, "bin", "nvcc"), "PTKIT_CUDA_ROOT", True),)
-        found: list[ToolkitCandidate] = []
-        for entry in search_paths:
-            for nvcc in sorted(
-                Path(entry or ".").absolute().glob("nvidia/cu*/bin/nvcc"), reverse=True
-            ):
-                found.append(ToolkitCandidate(nvcc, f"pip ({entry})"))
+        # One candidate per compiler: a cached toolchain may be on the search paths too
+        # (ptkit build puts the recipe's own first).
+        found: dict[Path, ToolkitCandidate] = {}
+        for entry in [*search_paths, *self.cached_toolkit_paths(environ)]:
+            site = Path(entry or ".").absolute()
+            source = f"{self.toolkit_place(site, environ)} ({site})"
+            for nvcc in self.pip_compilers(site):
+                found.setdefault(nvcc, ToolkitCandidate(nvcc, source))
         if environ.get("PTKIT_CUDA_USE_SYSTEM", "").strip() not in ("", "0", "OFF", "off"):
             system = on_path("nvcc", environ)
             if system is not None:
-                found.append(ToolkitCandidate(system.resolve(), "system (PTKIT_CUDA_USE_SYSTEM)"))
-        return tuple(dict.fromkeys(found))
+                nvcc = system.resolve()
+                found.setdefault(nvcc, ToolkitCandidate(nvcc, "system (PTKIT_CUDA_USE_SYSTEM)"))
+        return tuple(found.values())
+
+    def pip_compilers(self, site_packages: Path) -> list[Path]:
+        """``nvidia/cu<major>/bin/nvcc`` (``nvidia-cuda-nvcc`` installs there), newest first."""
+        return sorted(site_packages.glob("nvidia/cu*/bin/nvcc"), reverse=True)
 
     def release_toolkit_environment(
         self, site_packages: str, toolkit_version: str

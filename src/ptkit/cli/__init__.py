@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "new": "ptkit.cli.new:new",
     "profile": "ptkit.cli.profile:profile",
     "select": "ptkit.cli.select:select",
+    "toolchain": "ptkit.cli.toolchain:toolchain",
 }
 
 

@@ -54,8 +54,9 @@ class ExpectedError:
     """For another project's type: what it means here (its own message is terse)."""
 
 
-# By qualified class name, so that the boundary imports none of these modules: an
-# exception cannot be of a type whose module was never imported.
+# By qualified class name (the module that defines the class, not one that re-exports
+# it), so that the boundary imports none of these modules: an exception cannot be of a
+# type whose module was never imported. A unit test imports each one.
 EXPECTED_ERRORS: dict[str, ExpectedError] = {
     # Usage errors: a bad value given to ptkit.
     "ptkit.selection.recipes.SelectionError": ExpectedError(2),
@@ -65,6 +66,7 @@ EXPECTED_ERRORS: dict[str, ExpectedError] = {
     "ptkit.release.matrix.plan.MatrixError": ExpectedError(2),
     # A job that could not be done, with the reason and the fix in the message.
     "ptkit.release.pipeline.errors.BuildError": ExpectedError(1),
+    "ptkit.release.toolchains.ToolchainError": ExpectedError(1),
     "ptkit.index.wheels.IndexBuildError": ExpectedError(1),
     "ptkit.index.variant_metadata.VariantMetadataError": ExpectedError(1),
     "ptkit.scaffold.ScaffoldError": ExpectedError(1),

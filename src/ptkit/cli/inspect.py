@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ptkit.cli.failures import CommandMisused
+from ptkit.cli.failures import CommandFailed, CommandMisused
 from ptkit.cli.options import InputFile, json_option
 
 # What an ELF file starts with (the System V ABI's e_ident magic).
@@ -42,21 +42,27 @@ def _input_problem(path: Path) -> str | None:
 @click.option(
     "--cuobjdump",
     envvar="PTKIT_CUOBJDUMP",
-    help="cuobjdump to list CUDA fatbinaries with [env PTKIT_CUOBJDUMP; default: pip's, then PATH].",
+    help="cuobjdump to list CUDA fatbinaries with [env PTKIT_CUOBJDUMP; default: beside the "
+    "CUDA toolkits ptkit finds (ptkit's toolchain cache: ptkit toolchain install cu13), then "
+    "PATH].",
 )
 def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
     """What a wheel or native library contains: manifest, links, symbols, GPU code.
 
-    Exits with status 1 when the audit finds a problem, 2 when PATH is neither a wheel
-    nor an ELF shared library.
+    Exits with status 1 when the audit finds a problem (a CUDA library's fatbinary is
+    listed with cuobjdump: without one, that is the problem, and it names the command
+    that installs it), 2 when PATH is neither a wheel nor an ELF shared library.
     """
     problem = _input_problem(path)
     if problem is not None:
         raise CommandMisused(f"ptkit inspect: {problem}")
     try:
         from ptkit.release.inspection import inspect_path, reports_json
-    except ImportError as exc:  # pyelftools is an extra
-        raise click.ClickException(f"{exc}; install it with: pip install 'ptkit[build]'") from exc
+    except ImportError as exc:  # pyelftools: a dependency, absent after a --no-deps install
+        raise CommandFailed(
+            f"ptkit inspect: {exc} (pyelftools, a dependency of ptkit); install it: "
+            f"{sys.executable} -m pip install pyelftools"
+        ) from exc
 
     reports = inspect_path(path, cuobjdump=cuobjdump)
     if not reports:

@@ -39,7 +39,11 @@ def new(name: str, backends: str, directory: Path | None) -> None:
     root, files = create_project(name, backends=backends.split(","), directory=directory)
     click.echo(f"ptkit new: wrote {len(files)} files into {root}:")
     click.echo("\n".join(f"  {f}" for f in files))
+    from ptkit.scaffold import parse_backends
+
+    variants = "cpu and cu13 wheels" if "cuda" in parse_backends(backends) else "cpu wheel"
     click.echo(
-        f"Next: cd {root} && ptkit build --variant cpu && pip install dist/cpu/{name}-*.whl "
-        "&& pytest (or: make test)"
+        f"Next: cd {root} && make test (builds the {variants} with ptkit build, installs "
+        "the cpu one with pytest, runs tests/); it needs torch and pip install 'ptkit[build]' "
+        "in this Python"
     )

@@ -1,10 +1,12 @@
-# CUDA: find the toolkit (ptkit.backends.cuda's order: PyPI's nvidia-cuda-nvcc first, a
-# system CUDA only when asked for), tell ptkit_resolve_targets what its nvcc builds, and
+# CUDA: find the toolkit (ptkit.backends.cuda's order: PyPI's nvidia-cuda-nvcc on the build
+# Python's path, then in ptkit's toolchain cache; a system CUDA only when asked for), tell ptkit_resolve_targets what its nvcc builds, and
 # compile with exactly the resolved -gencode flags.
 include_guard(GLOBAL)
 
-set(PTKIT_CUDA_ROOT "$ENV{PTKIT_CUDA_ROOT}" CACHE PATH
-    "CUDA toolkit root (bin/nvcc, include, lib); default: the pip toolkit of the build Python")
+# -DPTKIT_CUDA_ROOT=…; the environment variable PTKIT_CUDA_ROOT, when set, replaces it on every
+# configure and is never cached itself (_ptkit_toolkit_override in ptkit-python.cmake).
+set(PTKIT_CUDA_ROOT "" CACHE PATH
+    "CUDA toolkit root (bin/nvcc, include, lib); default: pip's toolkit on the build Python's path, then ptkit's toolchain cache")
 option(PTKIT_CUDA_USE_SYSTEM "Use the system CUDA toolkit (nvcc on PATH) when no pip toolkit is found" OFF)
 
 # _ptkit_find_nvcc(<found_var> <reason_var>): the toolkit ptkit.backends.cuda finds

@@ -8,7 +8,9 @@
 # do not provide, and one rule that works with every toolchain beats two.
 include_guard(GLOBAL)
 
-set(PTKIT_HIP_ROOT "$ENV{PTKIT_HIP_ROOT}" CACHE PATH
+# -DPTKIT_HIP_ROOT=…; the environment variable PTKIT_HIP_ROOT, when set, replaces it on every
+# configure and is never cached itself (_ptkit_toolkit_override in ptkit-python.cmake).
+set(PTKIT_HIP_ROOT "" CACHE PATH
     "ROCm root holding bin/hipcc (default: TheRock's rocm-sdk, then ROCM_PATH, then hipcc on PATH)")
 
 # _ptkit_find_hip(<found_var> <reason_var>): the toolchain ptkit.backends.hip finds

@@ -63,6 +63,8 @@ endmacro()
 # build report.
 _ptkit_python_tool(_PTKIT_BACKENDS_ "ptkit" -m ptkit.backends list)
 set(PTKIT_BACKENDS ${_PTKIT_BACKENDS_NAMES})
+# The backends whose recipe toolkits `ptkit toolchain install` puts into ptkit's cache.
+set(PTKIT_CACHED_TOOLKIT_BACKENDS ${_PTKIT_BACKENDS_CACHED})
 list(JOIN PTKIT_BACKENDS ", " PTKIT_BACKENDS_TEXT)
 
 # ptkit_read_recipe(<variant> [RECIPES_DIR <dir>])
@@ -71,9 +73,9 @@ list(JOIN PTKIT_BACKENDS ", " PTKIT_BACKENDS_TEXT)
 # keys as NAME, BACKEND, LOCAL_VERSION …; every table's keys as <TABLE>_<KEY>
 # (TARGETS_ISA, TARGETS_CUDA, TOOLKIT_VERSION, TOOLKIT_PACKAGES, RELEASE_PLATFORMS …);
 # TARGETS and OPTIONAL_TARGETS, the recipe backend's own target lists; TOOLKIT_INSTALL,
-# the pip command of its toolkit (for messages). Lists are CMake lists. A bad recipe stops
-# configure with every problem. RECIPES_DIR defaults to the project's recipes/; editing
-# the recipe re-runs configure.
+# the pip command of its toolkit (for messages); and PTKIT_RECIPE_DIR, the folder it was
+# read from. Lists are CMake lists. A bad recipe stops configure with every problem.
+# RECIPES_DIR defaults to the project's recipes/; editing the recipe re-runs configure.
 function(ptkit_read_recipe variant)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "RECIPES_DIR" "")
   set(fn "ptkit_read_recipe(${variant})")
@@ -92,20 +94,59 @@ function(ptkit_read_recipe variant)
   foreach(key IN LISTS field_keys)
     set(PTKIT_RECIPE_${key} "${field_${key}}" PARENT_SCOPE)
   endforeach()
+  get_filename_component(recipes_dir "${arg_RECIPES_DIR}" ABSOLUTE)
+  set(PTKIT_RECIPE_DIR "${recipes_dir}" PARENT_SCOPE)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${arg_RECIPES_DIR}/${variant}.toml")
 endfunction()
 
-# _ptkit_toolkit_install_hint(<backend> <out_var>): "install recipe <v>'s [toolkit]
-# packages …: pip install …" when ptkit_read_recipe read a recipe of <backend> that has
-# them (the fix every toolkit message gives first), else "".
+# _ptkit_toolkit_install_hint(<backend> <out_var>): how to install the [toolkit] packages
+# of the recipe ptkit_read_recipe read, when it is a recipe of <backend> that has them
+# (the fix every toolkit message gives first), else "". A backend whose toolkits ptkit's
+# toolchain cache holds (PTKIT_CACHED_TOOLKIT_BACKENDS: CUDA) gets `ptkit toolchain
+# install`, never a pip install into the build Python, whose torch pins its own CUDA
+# runtime; the others (TheRock's ROCm SDK) are found beside the build Python.
 function(_ptkit_toolkit_install_hint backend out_var)
   set(hint "")
   if(PTKIT_RECIPE_BACKEND STREQUAL backend AND PTKIT_RECIPE_TOOLKIT_INSTALL)
-    string(CONCAT hint "install recipe ${PTKIT_RECIPE_NAME}'s [toolkit] packages into the build "
-                       "Python (${Python_EXECUTABLE}): ${PTKIT_RECIPE_TOOLKIT_INSTALL}")
+    if(backend IN_LIST PTKIT_CACHED_TOOLKIT_BACKENDS)
+      get_filename_component(recipes_name "${PTKIT_RECIPE_DIR}" NAME)
+      get_filename_component(project_dir "${PTKIT_RECIPE_DIR}" DIRECTORY)
+      if(recipes_name STREQUAL "recipes")
+        set(which "${PTKIT_RECIPE_NAME} --source ${project_dir}")
+      else()
+        set(which "${PTKIT_RECIPE_DIR}/${PTKIT_RECIPE_NAME}.toml")
+      endif()
+      string(CONCAT hint "install recipe ${PTKIT_RECIPE_NAME}'s toolkit into ptkit's toolchain "
+                         "cache: ${Python_EXECUTABLE} -m ptkit toolchain install ${which} "
+                         "(ptkit build does this by itself)")
+    else()
+      string(CONCAT hint "install recipe ${PTKIT_RECIPE_NAME}'s [toolkit] packages into the build "
+                         "Python (${Python_EXECUTABLE}): ${PTKIT_RECIPE_TOOLKIT_INSTALL}")
+    endif()
     string(REPLACE ";" "\\;" hint "${hint}")
   endif()
   set(${out_var} "${hint}" PARENT_SCOPE)
+endfunction()
+
+# _ptkit_toolkit_override(<var> <out_var> <cached_var>): the toolkit a variable names for
+# this configure: the environment variable <var> when it is set (an override given on a
+# later run always replaces what an earlier configure cached), else the cache variable
+# (-D<var>=…; <cached_var> TRUE), else "". The environment's value is never written to
+# the cache, so unsetting it takes effect.
+function(_ptkit_toolkit_override var out_var cached_var)
+  set(value "$ENV{${var}}")
+  set(cached FALSE)
+  if(NOT value STREQUAL "")
+    if(NOT "${${var}}" STREQUAL "" AND NOT "${${var}}" STREQUAL value)
+      message(STATUS "ptkit: ${var} from the environment (${value}) replaces the cached "
+                     "-D${var}=${${var}}")
+    endif()
+  elseif(NOT "${${var}}" STREQUAL "")
+    set(value "${${var}}")
+    set(cached TRUE)
+  endif()
+  set(${out_var} "${value}" PARENT_SCOPE)
+  set(${cached_var} ${cached} PARENT_SCOPE)
 endfunction()
 
 # _ptkit_locate_toolkit(<backend> <prefix>): where the backend's compiler is, by
@@ -115,19 +156,25 @@ endfunction()
 # found, with the fix (the recipe's [toolkit] packages first, when a recipe was read).
 function(_ptkit_locate_toolkit backend prefix)
   set(env "")
+  set(cached_args "")
   foreach(var PTKIT_CUDA_ROOT PTKIT_HIP_ROOT PTKIT_ICPX)
-    if(${var})
-      list(APPEND env "${var}=${${var}}")
+    _ptkit_toolkit_override(${var} value cached)
+    if(NOT value STREQUAL "")
+      list(APPEND env "${var}=${value}")
+    endif()
+    if(cached)
+      list(APPEND cached_args "--cached=${var}" "--build-dir=${CMAKE_BINARY_DIR}")
     endif()
   endforeach()
-  if(PTKIT_CUDA_USE_SYSTEM)
+  if("$ENV{PTKIT_CUDA_USE_SYSTEM}" STREQUAL "" AND PTKIT_CUDA_USE_SYSTEM)
     list(APPEND env "PTKIT_CUDA_USE_SYSTEM=1")
   endif()
   if(env)
     set(PTKIT_PYTHON "${CMAKE_COMMAND}" -E env ${env} ${PTKIT_PYTHON})
   endif()
   _ptkit_toolkit_install_hint(${backend} hint)
-  _ptkit_python_fields(found_ error -m ptkit.backends toolkit ${backend} "--install-hint=${hint}")
+  _ptkit_python_fields(found_ error -m ptkit.backends toolkit ${backend} "--install-hint=${hint}"
+                       ${cached_args})
   foreach(key COMPILER ROOT SOURCE REASON)
     set(${prefix}_${key} "${found_${key}}" PARENT_SCOPE)
   endforeach()

@@ -14,7 +14,9 @@ if(POLICY CMP0174)
   cmake_policy(SET CMP0174 NEW)
 endif()
 
-set(PTKIT_ICPX "$ENV{PTKIT_ICPX}" CACHE FILEPATH
+# -DPTKIT_ICPX=…; the environment variable PTKIT_ICPX, when set, replaces it on every
+# configure and is never cached itself (_ptkit_toolkit_override in ptkit-python.cmake).
+set(PTKIT_ICPX "" CACHE FILEPATH
     "icpx (Intel oneAPI DPC++/C++ compiler) for SYCL sources; default: CMPLR_ROOT, ONEAPI_ROOT, /opt/intel/oneapi, PATH")
 
 # The fix of an icpx that was found but does not work (a compiler not found at all gets

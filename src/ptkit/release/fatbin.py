@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ptkit.backends import BACKENDS
+from ptkit.backends.toolchain_cache import dev_toolchain_paths
 
 __all__ = ["FatbinTargets", "find_cuobjdump", "list_cuda_targets"]
 
@@ -37,11 +38,13 @@ class FatbinTargets:
 
 
 def find_cuobjdump(hint: str | None = None) -> str | None:
-    """``hint``, else the cuobjdump beside the nvcc the CUDA backend would build with
-    (``PTKIT_CUDA_ROOT``, pip's ``nvidia-cuda-cuobjdump`` on ``sys.path``), else PATH's."""
+    """``hint``, else the cuobjdump beside each nvcc the CUDA backend finds
+    (``PTKIT_CUDA_ROOT``, pip's ``nvidia-cuda-cuobjdump`` on ``sys.path``, ptkit's
+    toolchain cache, a checkout's ``.toolchains/*``), else PATH's."""
     if hint and Path(hint).is_file():
         return hint
-    for candidate in BACKENDS["cuda"].toolkit_candidates(os.environ, sys.path):
+    paths = [*sys.path, *dev_toolchain_paths()]
+    for candidate in BACKENDS["cuda"].toolkit_candidates(os.environ, paths):
         tool = candidate.root / "bin" / "cuobjdump"
         if tool.is_file():
             return str(tool)
@@ -98,7 +101,9 @@ def _main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     tool = find_cuobjdump(args.cuobjdump)
     if tool is None:
-        print("cuobjdump not found: pip install 'nvidia-cuda-cuobjdump'", file=sys.stderr)
+        from ptkit.release.toolchains import cuobjdump_missing
+
+        print(cuobjdump_missing(), file=sys.stderr)
         return 2
     problems = check_manifest(args.manifest, tool)
     if problems:

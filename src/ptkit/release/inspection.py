@@ -140,9 +140,10 @@ def _report(
     if manifest_data and manifest_data["backend"] == "cuda":
         tool = find_cuobjdump(cuobjdump)
         if tool is None:
-            problems.append(
-                "cuobjdump not found (pip install nvidia-cuda-cuobjdump): fatbinary not listed"
-            )
+            from ptkit.release.toolchains import cuobjdump_missing
+
+            version = manifest_data.get("toolkit", {}).get("version")
+            problems.append(f"fatbinary not listed: {cuobjdump_missing(version)}")
         else:
             found = list_cuda_targets(library, tool)
             fatbin = {"sass": by_arch(found.sass), "ptx": by_arch(found.ptx)}

@@ -150,10 +150,10 @@ def _gpu_check(manifest: Manifest, cuobjdump: str | None) -> tuple[tuple[str, ..
     if manifest.backend == "cuda":
         tool = fatbin.find_cuobjdump(cuobjdump)
         if tool is None:
-            return (), [
-                f"{manifest.library}: cuobjdump not found, the fatbinary cannot be checked: "
-                "pip install nvidia-cuda-cuobjdump, or set PTKIT_CUOBJDUMP"
-            ]
+            from ptkit.release.toolchains import cuobjdump_missing
+
+            missing = cuobjdump_missing(manifest.toolkit.get("version"))
+            return (), [f"{manifest.library}: the fatbinary cannot be checked: {missing}"]
         try:
             found = fatbin.list_cuda_targets(library, tool)
             problems = fatbin.check_manifest(manifest.path, tool)

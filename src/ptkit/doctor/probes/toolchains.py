@@ -28,6 +28,7 @@ from ptkit.backends import BACKENDS, Backend, TargetError
 from ptkit.backends.base import ToolkitCandidate, on_path
 from ptkit.backends.cuda import BACKEND as CUDA
 from ptkit.backends.hip import therock_sdk
+from ptkit.backends.toolchain_cache import dev_toolchain_paths
 from ptkit.doctor.model import ToolchainFacts
 from ptkit.platforms.commands import CommandResult, run_command
 from ptkit.recipes.model import Recipe
@@ -112,9 +113,16 @@ def _build_tool(
 
 
 def _toolkit_install(recipe: Recipe) -> str:
-    """The recipe's ``[toolkit] packages`` as a pip command ("" when it lists none)."""
+    """The command that installs the recipe's ``[toolkit] packages`` where the build finds
+    them ("" when it lists none): ``ptkit toolchain install <variant>`` (ptkit's toolchain
+    cache, never torch's environment) for a backend the cache serves, else pip into the
+    build Python (TheRock's ROCm SDK)."""
     if not recipe.toolkit.packages:
         return ""
+    if BACKENDS[recipe.backend].cached_toolkits:
+        from ptkit.release.toolchains import install_command
+
+        return install_command(recipe.name)
     argv = ["pip", "install", *recipe.toolkit.packages]
     if recipe.toolkit.index_url:
         argv += ["--index-url", recipe.toolkit.index_url]
@@ -427,18 +435,6 @@ def _load_recipes() -> tuple[list[Recipe], str | None]:
         return [], f"recipes unreadable: {type(exc).__name__}: {exc}"
 
 
-def _dev_toolchains() -> list[str]:
-    """ptkit's dev environment (scripts/bootstrap): the pip toolkits in ``.toolchains/``
-    of the current folder and of the source tree holding this package, which ``ptkit
-    build`` in a checkout uses."""
-    roots = {Path.cwd().resolve(), Path(__file__).resolve().parents[4]}
-    return [
-        str(site)
-        for root in sorted(roots)
-        for site in sorted(root.glob(".toolchains/*/lib/python*/site-packages"))
-    ]
-
-
 def probe_toolchains(
     *,
     environ: Mapping[str, str] | None = None,
@@ -448,9 +444,10 @@ def probe_toolchains(
 ) -> tuple[ToolchainFacts, ...]:
     """Every build tool and what it could build; each tool's commands run concurrently
     (a missing or hanging one costs at most its own timeouts). ``paths``: where pip
-    toolkits are looked for (default: ``sys.path`` and ptkit's dev environment)."""
+    toolkits are looked for (default: ``sys.path`` and ptkit's dev environment; ptkit's
+    toolchain cache is the backends' own candidate)."""
     env = os.environ if environ is None else environ
-    search = [*sys.path, *_dev_toolchains()] if paths is None else list(paths)
+    search = [*sys.path, *dev_toolchain_paths()] if paths is None else list(paths)
     recipe_problem = None
     if recipes is None:
         loaded, recipe_problem = _load_recipes()

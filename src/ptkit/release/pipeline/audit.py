@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ptkit.recipes.model import Recipe
 from ptkit.release.pipeline.errors import BuildError
+from ptkit.release.pipeline.prerequisites import install_command
 
 __all__ = ["audit_stage"]
 
@@ -22,7 +23,7 @@ def audit_stage(wheel: Path, *, recipe: Recipe, cuobjdump: str | None = None) ->
             "audit",
             recipe.name,
             f"cannot run the audit: {exc}",
-            "pip install 'ptkit[build]' (it holds pyelftools)",
+            f"{install_command()} (it holds pyelftools and auditwheel)",
         ) from exc
     if result.problems:
         count = len(result.problems)

