@@ -22,8 +22,9 @@ from ptkit.backends.toolchain_cache import dev_toolchain_paths
 
 __all__ = ["FatbinTargets", "find_cuobjdump", "list_cuda_targets"]
 
-# "ELF file    1: libptkit_cuda.1.sm_90.cubin" / "PTX file    1: libptkit_cuda.1.sm_120.ptx"
-_ENTRY = re.compile(r"^(ELF|PTX) file\s+\d+:\s+\S*?\.(sm_\d+[af]?)\.(?:cubin|ptx)\s*$")
+# "ELF file    1: libptkit_cuda.1.sm_90.cubin" / "PTX file    1: libptkit_cuda.1.sm_120.ptx";
+# the CUDA backend says which names are targets.
+_ENTRY = re.compile(r"^(ELF|PTX) file\s+\d+:\s+\S*?\.([a-z]+_[0-9a-z]+)\.(?:cubin|ptx)\s*$")
 
 
 class FatbinTargets:
@@ -64,7 +65,7 @@ def list_cuda_targets(library: Path, cuobjdump: str) -> FatbinTargets:
     sass, ptx = set(), set()
     for line in proc.stdout.splitlines():
         match = _ENTRY.match(line.strip())
-        if match:
+        if match and BACKENDS["cuda"].target_problem(match.group(2)) is None:
             kind, arch = match.groups()
             if kind == "ELF":
                 sass.add(arch)
