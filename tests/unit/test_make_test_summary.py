@@ -70,7 +70,9 @@ def test_the_summary_lists_phases_wheels_and_counts_and_ends_with_the_total(
            ["py3-none-manylinux_2_35_x86_64"])  # fmt: skip
     results = tmp_path / "results"
     results.mkdir()
-    (results / "phases.tsv").write_text("set-up\t2\t0\nunit tests\t31\t0\nintegration tests\t600\t2\n")
+    (results / "phases.tsv").write_text(
+        "set-up\t2\t0\nunit tests\t31\t0\nintegration tests\t600\t2\n"
+    )
     (results / "unit.json").write_text(json.dumps({"passed": 1040, "skipped": 3, "seconds": 30.6}))
     (results / "integration.json").write_text(
         json.dumps({"passed": 300, "failed": 2, "skipped": 9, "seconds": 600})
