@@ -8,7 +8,8 @@ How each kind of block is run:
   ``cd`` and ``source …/activate`` carry over as in a person's shell. Two contexts:
 
   * a user's machine (the default): an empty scratch folder holding this run's wheels
-    under ``dist/``, and a fresh venv that holds torch but no ptkit, first on PATH.
+    under ``dist/``, and a fresh venv first on PATH that holds torch and what ptkit's
+    packages need from PyPI (.venv's: click, the build tools), but no ptkit.
     ``<index>`` is a real index built from this run's wheels (``ptkit index build``) and
     served on 127.0.0.1 (``ptkit index serve``); torch's own index
     (``https://download.pytorch.org/whl/…``) is not reachable from the tests, so it is
