@@ -320,9 +320,7 @@ def _run_server(command: str, cwd: Path, env: dict[str, str], where: str) -> Non
 
 
 @pytest.fixture(scope="module")
-def contexts(
-    tmp_path_factory: pytest.TempPathFactory, wheels: dict[str, Path], index_url: str
-) -> dict[tuple[Path, str], tuple[Path, dict[str, str]]]:
+def contexts() -> dict[tuple[Path, str], tuple[Path, dict[str, str]]]:
     """One context per page and kind, made on first use: a page's blocks run in order
     in the same shell state, as a person reads it top to bottom."""
     return {}
