@@ -1,18 +1,23 @@
 # ptkit's two everyday commands:
-#   make demo   build the toolkit and the cpu wheel of ptkit-ops, install them into a fresh venv, show them working
-#   make test   unit tests from the source tree, then build the toolkit and the cpu, cu13 and
-#               rocm7.14 wheels of ptkit-ops, install the cpu one, run the integration tests
+#   make demo   build the toolkit and the cpu wheel of ptkit-ops, install them into a fresh venv,
+#               show them working, and say what to do next
+#   make test   scripts/test: set-up (scripts/bootstrap), unit tests from the source tree, the
+#               toolkit and the cpu, cu13 and rocm7.14 wheels of ptkit-ops, the cpu one installed
+#               into .venv, the integration tests, then a summary (wheels, tags, sizes, counts)
+# Every target first runs scripts/bootstrap for what it needs (seconds once it is all there).
 PY        := .venv/bin/python
 VARIANT   ?= cpu
 DIST      := dist/$(VARIANT)
 TOOLKIT   := dist/toolkit
-# TheRock's ROCm 7.14 is not reachable here: Debian's hipcc (HIP 5.2) builds gfx90a.
-HIP_TARGETS_HERE := gfx90a
+# The integration run names each test as it starts and its time when it took a second or
+# more (tests/conftest.py), then the slowest ten.
+INTEGRATION_ARGS ?= -v --durations=10
 
-.PHONY: venv toolkit wheel install demo test unit lint bench clean
+.PHONY: venv toolkit wheel install demo test unit integration lint bench clean
 
+# .venv alone (what the cpu variant, the unit tests and the linters need).
 venv:
-	@scripts/bootstrap
+	@scripts/bootstrap --variant cpu
 
 # The toolkit: a pure-Python py3-none-any wheel, built from toolkit/pyproject.toml.
 toolkit: venv
@@ -21,7 +26,8 @@ toolkit: venv
 
 # `ptkit build` from the source tree: built in a scratch folder, moved into dist/<variant>/
 # only when complete, with the build report (what each backend did).
-wheel: venv
+wheel:
+	@scripts/bootstrap --variant $(VARIANT)
 	PYTHONPATH=src $(PY) -m ptkit build --variant $(VARIANT)
 
 install: toolkit wheel
@@ -34,16 +40,19 @@ demo: toolkit wheel
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-# The cpu wheel is installed into .venv; the cu13 wheel (CUDA 13.5 from PyPI, all
-# targets) and the rocm7.14 wheel (Debian's hipcc, gfx90a) are built too and tested in
-# their own venvs.
-test: unit install
-	$(MAKE) --no-print-directory wheel VARIANT=cu13
-	PTKIT_HIP_TARGETS=$(HIP_TARGETS_HERE) $(MAKE) --no-print-directory wheel VARIANT=rocm7.14
+# See scripts/test: each phase with its time, and the summary at the end (also when a
+# phase fails). The cpu wheel is installed into .venv; the cu13 wheel (CUDA 13.5 from
+# PyPI, all targets) and the rocm7.14 wheel (Debian's hipcc, gfx90a) are built too and
+# tested in their own venvs.
+test:
+	@scripts/test
+
+# The integration tests against the wheels in dist/ (make test builds them first).
+integration: venv
 	PTKIT_TEST_TOOLKIT_WHEEL=$$(ls $(TOOLKIT)/ptkit-*.whl) PTKIT_TEST_WHEEL=$$(ls dist/cpu/ptkit_ops-*.whl) \
 		PTKIT_TEST_CU13_WHEEL=$$(ls dist/cu13/ptkit_ops-*.whl) \
 		PTKIT_TEST_ROCM_WHEEL=$$(ls dist/rocm7.14/ptkit_ops-*.whl) \
-		$(PY) -m pytest tests/integration tests/device $(PYTEST_ARGS)
+		$(PY) -m pytest tests/integration tests/device $(INTEGRATION_ARGS) $(PYTEST_ARGS)
 
 lint: venv
 	$(PY) -m ruff check src tests benchmarks

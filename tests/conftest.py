@@ -1,12 +1,104 @@
-"""Fixtures shared by the unit and the integration tests: the wheels under test."""
+"""Shared by the unit and the integration tests: the wheels under test, and what a run
+shows while it goes and writes when it ends.
+
+- In a verbose run (`make integration` passes -v) each test is named as it starts and
+  its result carries its time when it took a second or more (setup included: that is
+  where the fresh venvs are built); a test still running says so every minute.
+- ``PTKIT_TEST_RESULTS=<file>.json``: the run's counts and time are written there
+  (scripts/test reads them for `make test`'s summary).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from support import REPO
+
+# A test still running after this many seconds is reported, and again every as many.
+STILL_RUNNING_EVERY = 60.0
+# The outcomes counted for PTKIT_TEST_RESULTS, as pytest's terminal reporter names them.
+COUNTED = {"passed": "passed", "failed": "failed", "error": "errors", "skipped": "skipped",
+           "xfailed": "xfailed", "xpassed": "xpassed", "deselected": "deselected"}  # fmt: skip
+
+
+class _Clock:
+    """When the session and the running test started, and each test's setup time."""
+
+    def __init__(self) -> None:
+        self.session_started = time.monotonic()
+        self.test: tuple[str, float] | None = None  # (nodeid, start)
+        self.setup_seconds: dict[str, float] = {}
+
+
+_clock = _Clock()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _clock.session_started = time.monotonic()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and session.config.option.verbose > 0:
+        threading.Thread(target=_watch, args=(reporter,), daemon=True).start()
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _clock.test = (nodeid, time.monotonic())
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _clock.test = None
+
+
+def _watch(reporter: pytest.TerminalReporter) -> None:
+    """Every few seconds: is one test running for another whole minute? Then say so, so
+    that a long build or install inside a test is not mistaken for a hang."""
+    said: tuple[str, int] | None = None
+    while True:
+        time.sleep(2)
+        current = _clock.test
+        if current is None:
+            continue
+        minutes = int((time.monotonic() - current[1]) // STILL_RUNNING_EVERY)
+        if minutes >= 1 and said != (current[0], minutes):
+            said = (current[0], minutes)
+            reporter.write_line(f"    … still running after {minutes} min: {current[0]}")
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    """PASSED/FAILED with the test's time (setup + call) when it took a second or more;
+    everything else as pytest says it."""
+    if report.when == "setup":
+        _clock.setup_seconds[report.nodeid] = report.duration
+        return None
+    if report.when != "call" or hasattr(report, "wasxfail") or report.skipped:
+        return None
+    seconds = _clock.setup_seconds.pop(report.nodeid, 0.0) + report.duration
+    if seconds < 1:
+        return None
+    took = f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if report.passed:
+        return "passed", ".", (f"PASSED ({took})", {"green": True})
+    return "failed", "F", (f"FAILED ({took})", {"red": True})
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """The counts and time of this run into $PTKIT_TEST_RESULTS, for `make test`'s summary."""
+    target = os.environ.get("PTKIT_TEST_RESULTS")
+    if not target:
+        return
+    counts = {name: len(terminalreporter.stats.get(key, [])) for key, name in COUNTED.items()}
+    result = {**counts, "seconds": time.monotonic() - _clock.session_started,
+              "exitstatus": int(exitstatus)}  # fmt: skip
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,10 @@
 """Stage 1, build: scikit-build-core through pip, in ``<build root>/cmake-<variant>``.
 
+While it runs, what it is doing is shown as it happens (:mod:`ptkit.progress`): the
+build backend's phases (``*** Configuring CMake...``), ptkit's CMake messages and the
+compiler's ``[n/N]`` lines from Ninja, each with the elapsed time; pip's whole output goes
+to ``build.log`` beside the wheel.
+
 The variant's backend is required (``PTKIT_REQUIRE_BACKEND=ON``: never a CPU-only wheel
 under a GPU variant's name unless asked), CMake reports what each backend did
 (``ptkit-build-report.json``, printed as a table), the compiler cache's launchers and
@@ -12,11 +17,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import queue
+import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
+import click
+
+from ptkit.progress import Steps
 from ptkit.recipes.model import Recipe
 from ptkit.release.pipeline import cuda_toolkit
 from ptkit.release.pipeline.compiler_cache import CompilerCache, find_compiler_cache, version_of
@@ -84,6 +96,79 @@ def _pip_wheel_command(
     return [*command, "-w", str(out_dir), str(repo)]
 
 
+# Ninja's status line, written when a part is done: "[12/40] Building CXX object …".
+_NINJA_PART = re.compile(r"^\s*\[(\d+)/(\d+)\]\s+(.*\S)")
+# scikit-build-core's phases ("*** Configuring CMake...") and ptkit's CMake messages
+# ("-- ptkit: torch 2.14.1 …"); the build report is printed from its JSON file after.
+_BACKEND_PHASE = re.compile(r"^\s*\*\*\* (.*\S)")
+_PTKIT_MESSAGE = re.compile(r"^\s*-- (ptkit: (?!.*build report).*\S)")
+# The echos that write to standard output: a terminal there gets the live display.
+_STDOUT_ECHOS: tuple[Callable[..., object], ...] = (print, click.echo)
+
+
+def show_line(line: str, steps: Steps) -> None:
+    """One line of pip's output, shown when it says how far the build is."""
+    part = _NINJA_PART.match(line)
+    if part:
+        steps.part_done(int(part.group(1)), int(part.group(2)), part.group(3))
+        return
+    phase = _BACKEND_PHASE.match(line) or _PTKIT_MESSAGE.match(line)
+    if phase:
+        steps.phase(phase.group(1))
+
+
+def _lines_while_running(stream: IO[str], tick: Callable[[], None]) -> Iterator[str]:
+    """The lines of ``stream`` as they come; ``tick`` about every second in between.
+
+    A thread reads (it blocks on the pipe), so waiting works the same on every OS."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=1.0)
+        except queue.Empty:
+            tick()
+            continue
+        if line is None:
+            return
+        yield line
+
+
+def run_streaming(
+    command: Sequence[str], env: Mapping[str, str], log: Path, steps: Steps
+) -> tuple[int, str]:
+    """Run ``command`` with its output (stdout and stderr, in order) written to ``log``
+    line by line and shown through ``steps``; returns the exit code and the output."""
+    kept: list[str] = []
+    with (
+        log.open("w", encoding="utf-8") as out,
+        subprocess.Popen(
+            list(command),
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in _lines_while_running(proc.stdout, steps.tick):
+            out.write(line)
+            out.flush()
+            kept.append(line)
+            show_line(line, steps)
+        code = proc.wait()
+    return code, "".join(kept)
+
+
 def _compiler_cache(
     recipe: Recipe, nvcc: Path | None, build_root: Path, choice: str
 ) -> CompilerCache | None:
@@ -132,22 +217,23 @@ def build_wheel(
         cache.start()
         before = cache.stats()
     command = _pip_wheel_command(repo, build_dir, out_dir, require_backend, cache)
+    log = out_dir / "build.log"
+    live = echo in _STDOUT_ECHOS
     try:
-        proc = subprocess.run(command, env=full_env, capture_output=True, text=True, check=False)
+        with Steps(f"build {variant}", echo, live=live) as steps:
+            returncode, output = run_streaming(command, full_env, log, steps)
         summary = cache.summary(before) if cache is not None else "no compiler cache"
     finally:
         if cache is not None:
             cache.stop()
-    log = out_dir / "build.log"
-    log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
     rows = read_report(build_dir)
     if rows:
         echo(f"      build report ({variant}):\n{format_report(rows)}")
     wheels = sorted(out_dir.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+    if returncode != 0 or len(wheels) != 1:
+        tail = "\n".join(output.strip().splitlines()[-25:])
         failed = [r for r in rows if r.status == "failed"]
-        cause = failed[0].detail if failed else f"pip wheel exited with {proc.returncode}"
+        cause = failed[0].detail if failed else f"pip wheel exited with {returncode}"
         fix = (
             "the build report's row above ends with the fix"
             if failed

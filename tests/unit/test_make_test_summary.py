@@ -1,0 +1,103 @@
+"""`make test`'s ending: tests/conftest.py writes each pytest run's counts where
+PTKIT_TEST_RESULTS says and times slow tests in verbose runs; scripts/test_summary.py
+prints the phases, the wheels built with their tags and sizes, and the counts. Both run
+for real here: a child pytest on a small test file, the summary on a results folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SAMPLE = """
+import time, pytest
+
+def test_quick(): pass
+def test_slow(): time.sleep(1.2)
+def test_broken(): assert False
+@pytest.mark.skip(reason="not here")
+def test_skipped(): pass
+"""
+
+
+def test_a_pytest_run_writes_its_counts_and_names_its_slow_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(SAMPLE)
+    results = tmp_path / "results" / "unit.json"
+    env = {**os.environ, "PTKIT_TEST_RESULTS": str(results), "PYTHONPATH": str(REPO / "tests")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conftest", "-v", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), str(tmp_path / "test_sample.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    counts = json.loads(results.read_text())
+    assert {k: counts[k] for k in ("passed", "failed", "skipped", "errors")} == {
+        "passed": 2, "failed": 1, "skipped": 1, "errors": 0,
+    }  # fmt: skip
+    assert counts["exitstatus"] == 1 and counts["seconds"] >= 1.2
+    assert "test_sample.py::test_slow PASSED (1." in proc.stdout
+    assert "test_sample.py::test_quick PASSED " in proc.stdout  # no time under a second
+    assert "test_quick PASSED (" not in proc.stdout
+
+
+def _wheel(path: Path, tags: list[str]) -> Path:
+    import zipfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        wheel = "Wheel-Version: 1.0\n" + "".join(f"Tag: {t}\n" for t in tags)
+        archive.writestr("demo-0.1.dist-info/WHEEL", wheel)
+        archive.writestr("demo/big.bin", os.urandom(300_000))
+    return path
+
+
+def test_the_summary_lists_phases_wheels_and_counts_and_ends_with_the_total(
+    tmp_path: Path,
+) -> None:
+    script = REPO / "scripts" / "test_summary.py"
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "scripts" / "test_summary.py").write_bytes(script.read_bytes())
+    old = _wheel(repo / "dist" / "xpu" / "ptkit_ops-0.1.0+xpu-py3-none-linux_x86_64.whl", ["x"])
+    os.utime(old, (1, 1))  # from an earlier run: not listed
+    since = time.time() - 5
+    _wheel(repo / "dist" / "cpu" / "ptkit_ops-0.1.0+cpu-py3-none-manylinux_2_35_x86_64.whl",
+           ["py3-none-manylinux_2_35_x86_64"])  # fmt: skip
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "phases.tsv").write_text(
+        "set-up\t2\t0\nunit tests\t31\t0\nintegration tests\t600\t2\n"
+    )
+    (results / "unit.json").write_text(json.dumps({"passed": 1040, "skipped": 3, "seconds": 30.6}))
+    (results / "integration.json").write_text(
+        json.dumps({"passed": 300, "failed": 2, "skipped": 9, "seconds": 600})
+    )
+    proc = subprocess.run(
+        [sys.executable, str(repo / "scripts" / "test_summary.py"), str(results),
+         "--since", str(since), "--status", "2"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    out = proc.stdout
+    assert "unit tests" in out and "31 s  ok" in out
+    assert "integration tests" in out and "FAILED (exit 2)" in out
+    assert "dist/cpu/ptkit_ops-0.1.0+cpu-py3-none-manylinux_2_35_x86_64.whl" in out
+    assert "tags py3-none-manylinux_2_35_x86_64; 0.30 MB" in out
+    assert "xpu" not in out
+    assert "unit         1040 passed, 3 skipped in 31 s" in out
+    assert "integration  300 passed, 2 failed, 9 skipped in 600 s" in out
+    assert out.rstrip().splitlines()[-1] == "total: 1340 passed, 2 failed, 12 skipped"
+
+
+def test_without_results_the_summary_says_what_did_not_run(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "test_summary.py"), str(tmp_path),
+         "--since", str(time.time()), "--status", "1"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "unit         not run" in proc.stdout
+    assert "make test FAILED (exit 1)" in proc.stdout
