@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -34,8 +35,12 @@ WHEELHOUSE = REPO / "build" / "wheelhouse"
 
 
 def wheelhouse_requirements() -> list[str]:
+    """What the wheelhouse holds, spelled out (the build extra's own list included, so
+    that a requirement added to it refills a wheelhouse downloaded before)."""
     cu13 = load_recipe("cu13", REPO / "recipes")
-    return ["ptkit[build]", "pytest>=8", *cu13.toolkit.packages]
+    toolkit = tomllib.loads((REPO / "toolkit" / "pyproject.toml").read_text())["project"]
+    build_extra = toolkit["optional-dependencies"]["build"]
+    return ["ptkit[build]", *build_extra, "pytest>=8", *cu13.toolkit.packages]
 
 
 def wheelhouse(toolkit_wheel: Path) -> Path:

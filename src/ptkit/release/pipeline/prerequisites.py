@@ -98,6 +98,7 @@ BUILD_EXTRA: tuple[Prerequisite, ...] = (
     ),
     Prerequisite("pyelftools>=0.31", ("audit",), "reads the libraries", module="elftools"),
     Prerequisite("packaging>=23", ("smoke",), "reads wheel names", module="packaging"),
+    Prerequisite("rich>=13", ("build",), "shows the compiler's progress", module="rich"),
 )
 
 
