@@ -21,6 +21,7 @@ from ptkit.release.pipeline import wheel_package
 from ptkit.scaffold import (
     ScaffoldError,
     create_project,
+    parse_backends,
     ptkit_requirement,
     render,
     validate_name,
@@ -90,6 +91,11 @@ def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
     ):
         create_project("demo_ops", backends=["cpu", "rocm"], directory=tmp_path / "p")
     assert not (tmp_path / "p").exists()
+
+
+def test_a_misspelt_backend_gets_the_likely_one() -> None:
+    with pytest.raises(ScaffoldError, match=r"backend\(s\) cdua \(did you mean 'cuda'\?\);"):
+        parse_backends("cpu,cdua")
 
 
 def test_a_failure_midway_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ptkit.backends import BACKENDS
+from ptkit.backends.base import did_you_mean
 
 __all__ = [
     "SUPPORTED_BACKENDS",
@@ -90,8 +91,9 @@ def parse_backends(text: str | Iterable[str]) -> tuple[str, ...]:
     unknown = [b for b in chosen if b not in SUPPORTED_BACKENDS]
     if unknown:
         by_hand = "|".join(b for b in BACKENDS if b not in SUPPORTED_BACKENDS)
+        named = ", ".join(f"{b}{did_you_mean(b, SUPPORTED_BACKENDS)}" for b in unknown)
         raise ScaffoldError(
-            f"ptkit new: no example op for backend(s) {', '.join(unknown)}; the scaffold writes "
+            f"ptkit new: no example op for backend(s) {named}; the scaffold writes "
             f"{', '.join(SUPPORTED_BACKENDS)} (for example --backends cpu,cuda). Other backends "
             f"are added by hand: ptkit_add_kernel_library(... BACKEND {by_hand} ...) and a "
             "recipe for the variant"
