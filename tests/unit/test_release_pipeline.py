@@ -36,7 +36,7 @@ def test_an_unknown_recipe_fails_the_build_stage_and_writes_nothing(tmp_path: Pa
     assert (error.stage, error.variant) == ("build", "nosuch")
     message = str(error)
     assert message.startswith("ptkit build: stage 'build' failed for variant nosuch: recipe:")
-    assert "Fix: add recipes/nosuch.toml or fix it" in message
+    assert f"Fix: add {REPO / 'recipes' / 'nosuch.toml'}" in message
     assert f"Nothing was written to {tmp_path / 'dist' / 'nosuch'}." in message
     assert not (tmp_path / "dist").exists()
 
