@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
@@ -33,9 +33,9 @@ __all__ = ["STILL_EVERY", "Steps", "is_terminal"]
 STILL_EVERY = 30.0
 
 
-def is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``stream`` is a terminal that can redraw a line (not ``TERM=dumb``)."""
-    if os.environ.get("TERM") == "dumb":
+    if (os.environ if environ is None else environ).get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     try:

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from ptkit.doctor.checks.base import Check, Finding
 from ptkit.doctor.model import SCHEMA_VERSION, Facts, Severity
+from ptkit.progress import is_terminal
 
 __all__ = [
     "SCHEMA_PATH",
@@ -63,13 +64,7 @@ _SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
     """Colour on a terminal only, and never when ``NO_COLOR`` is set to anything non-empty."""
     env = os.environ if environ is None else environ
-    if env.get("NO_COLOR", ""):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (OSError, ValueError):  # a closed or odd stream
-        return False
+    return not env.get("NO_COLOR", "") and is_terminal(stream, env)
 
 
 def json_document(
