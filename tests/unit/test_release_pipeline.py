@@ -7,6 +7,8 @@ tests/integration/test_build_pipeline.py."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -170,3 +172,21 @@ def test_an_unknown_compiler_cache_is_a_lookup_error(tmp_path: Path) -> None:
     with pytest.raises(LookupError, match="one of auto, sccache, ccache, none"):
         pipeline.find_compiler_cache(tmp_path, choice="distcc")
     assert pipeline.find_compiler_cache(tmp_path, choice="none") is None
+
+
+def test_the_prerequisite_check_leaves_setuptools_its_own_distutils() -> None:
+    """Asking importlib.util.find_spec("pip") makes setuptools' distutils hook hand out
+    the standard library's distutils for the rest of the process (torch.compile's C++
+    builder then fails importing setuptools): the check must not ask that way."""
+    code = (
+        "from ptkit.release.pipeline.prerequisites import missing_prerequisites\n"
+        "missing_prerequisites(['build', 'repair', 'audit', 'smoke'])\n"
+        "import setuptools, distutils.core\n"
+        "print(distutils.core.__file__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "setuptools" in proc.stdout, proc.stdout

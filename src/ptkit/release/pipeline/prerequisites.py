@@ -16,8 +16,8 @@ lists the same requirements: a unit test holds them equal). The project's own
 from __future__ import annotations
 
 import dataclasses
+import importlib.machinery
 import importlib.metadata
-import importlib.util
 import re
 import shlex
 import shutil
@@ -148,11 +148,19 @@ def _tool_on_path(requirement: Requirement, tool: str) -> tuple[bool, str]:
     return True, f"{tool} {match.group(1)} on PATH"
 
 
+def _importable(module: str) -> bool:
+    """Whether ``module`` (a top-level name) is on ``sys.path``. Asked of the path finder
+    alone: ``importlib.util.find_spec("pip")`` would also run setuptools' distutils hook,
+    which then believes pip is running and, for the rest of the process, hands the
+    standard library's distutils to setuptools (``torch.compile`` then fails in it)."""
+    return importlib.machinery.PathFinder.find_spec(module) is not None
+
+
 def _problem(item: Prerequisite) -> str | None:
     """Why this Python does not meet ``item``, or None."""
     requirement = item.parsed
     version = _installed_version(requirement.name)
-    imports = item.module is None or importlib.util.find_spec(item.module) is not None
+    imports = item.module is None or _importable(item.module)
     if version is not None and imports and _satisfies(requirement, version):
         return None
     if version is None:
@@ -192,7 +200,7 @@ def missing_prerequisites(stages: Sequence[str], project: Path | None = None) ->
     """What the ``stages`` (and the project's build requirements, when ``build`` is one
     of them) need that this Python lacks."""
     missing: list[Missing] = []
-    if importlib.util.find_spec("pip") is None and {"build", "smoke"} & set(stages):
+    if not _importable("pip") and {"build", "smoke"} & set(stages):
         why = "stages build and smoke: pip wheel, pip install"
         missing.append(Missing("pip", why, "not installed", in_extra=False))
     extra_names: set[str] = set()
