@@ -443,9 +443,9 @@ def test_smoke_mismatch_and_failure():
     (message,) = only(facts(smoke=smoke), "PTK305")
     assert "rms_norm on cuda:0 (bfloat16, native)" in message and "0.5" in message
     assert only(facts(smoke=SMOKE_OK), "PTK305") == []
-    failed = dataclasses.replace(SMOKE_OK, error="ModuleNotFoundError: No module named 'ptkit.ops'")
+    failed = dataclasses.replace(SMOKE_OK, error="ModuleNotFoundError: No module named 'ptkit_ops'")
     (message,) = only(facts(smoke=failed), "PTK306")
-    assert "No module named 'ptkit.ops'" in message
+    assert "No module named 'ptkit_ops'" in message
     # torch itself failed: PTK103, not PTK306
     not_imported = SmokeFacts(False, "import torch: ImportError: x", 0.1, ())
     assert only(facts(smoke=not_imported), "PTK306") == []
