@@ -151,7 +151,12 @@ inline float activate(float v, long activation) {
 // second launch or scratch buffer is needed. Each thread strides over the row
 // (neighbouring threads read neighbouring elements: coalesced), the simdgroups
 // reduce with simd_sum, and one float per simdgroup goes through threadgroup
-// memory.
+// memory. Each thread's share of the squares is summed with Kahan's compensation (the
+// library is compiled without fast math: .metallib with -fno-fast-math, the source by
+// torch.mps.compile_shader), so the sum stays within a few fp32 roundings for any row
+// length. A row whose fp32 squares overflow (all values finite, |x| above ~1.8e19) is
+// summed again scaled by its largest |x|, so it normalises as in float64 instead of to
+// 0 (as the CPU kernel and the reference).
 template <typename T>
 kernel void rms_norm(
     device const T* x [[buffer(0)]],
@@ -170,21 +175,57 @@ kernel void rms_norm(
   device T* yr = y + long(row) * cols;
 
   float sum_sq = 0.0f;
+  float carry = 0.0f;  // Kahan's compensation
   for (long i = tid; i < cols; i += group_threads) {
     const float v = float(xr[i]);
-    sum_sq = fma(v, v, sum_sq);
+    const float term = v * v - carry;
+    const float next = sum_sq + term;
+    carry = (next - sum_sq) - term;
+    sum_sq = next;
   }
 
-  // At most 1024 / 32 = 32 simdgroups per threadgroup.
-  threadgroup float partial[32];
+  // At most 1024 / 32 = 32 simdgroups per threadgroup; two buffers, so that the
+  // rescue's reductions never overwrite partials another simdgroup still reads.
+  threadgroup float partial[2][32];
   sum_sq = simd_sum(sum_sq);
   if (lane == 0) {
-    partial[simd_group] = sum_sq;
+    partial[0][simd_group] = sum_sq;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   // Every simdgroup sums the partials itself: no second barrier and broadcast.
-  float total = lane < simd_groups ? partial[lane] : 0.0f;
+  float total = lane < simd_groups ? partial[0][lane] : 0.0f;
   total = simd_sum(total);
+
+  if (isinf(total)) {  // the same in every thread: the threadgroup takes this branch or not
+    float largest = 0.0f;
+    for (long i = tid; i < cols; i += group_threads) {
+      largest = max(largest, fabs(float(xr[i])));
+    }
+    largest = simd_max(largest);
+    if (lane == 0) {
+      partial[1][simd_group] = largest;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    largest = simd_max(lane < simd_groups ? partial[1][lane] : 0.0f);
+    if (isfinite(largest)) {
+      float scaled = 0.0f;
+      for (long i = tid; i < cols; i += group_threads) {
+        const float v = float(xr[i]) / largest;  // <= 1: no overflow
+        scaled = fma(v, v, scaled);
+      }
+      scaled = simd_sum(scaled);
+      if (lane == 0) {
+        partial[0][simd_group] = scaled;  // every thread read partial[0] before the last barrier
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      const float sum = simd_sum(lane < simd_groups ? partial[0][lane] : 0.0f);
+      const float inv = precise::rsqrt(sum / float(cols) + (eps / largest) / largest);
+      for (long i = tid; i < cols; i += group_threads) {
+        yr[i] = static_cast<T>((float(xr[i]) / largest) * inv * float(weight[i]));
+      }
+      return;
+    }
+  }
 
   // Same operation order as the reference: (x * inv) * weight.
   const float inv = precise::rsqrt(total / float(cols) + eps);

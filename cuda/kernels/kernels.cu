@@ -188,6 +188,38 @@ __device__ __forceinline__ float block_sum(float v, float* buf) {
   return total;
 }
 
+// Largest value over the warp / the block, as warp_sum / block_sum (same buffer rule).
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float block_max(float v, float* buf) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  float m = 0.0f;
+  for (int i = 0; i < nwarps; ++i) m = fmaxf(m, buf[i]);
+  return m;
+}
+
+// A running sum with Kahan's compensation: the sum of n terms is off by a few
+// roundings whatever n (a plain running sum drifts by up to n of them).
+struct CompensatedSum {
+  float sum = 0.0f;
+  float c = 0.0f;
+  __device__ __forceinline__ void add(float v) {
+    const float y = v - c;
+    const float t = sum + y;
+    c = (t - sum) - y;
+    sum = t;
+  }
+};
+
 // Reduce-scatter of N (a power of two) per-lane values over the warp, with N/2 +
 // N/4 + … shuffles instead of 5 N: at each step a lane keeps one half of its
 // values, sends the other half to its partner (lane ^ O) and adds what it gets.
@@ -272,7 +304,13 @@ __device__ __forceinline__ float silu_gate(float g) {
 // rms_norm. Three kernels, by row length in packs (NV elements each):
 //  * warp per row, <= kRmsWarpPacks packs per lane held in registers;
 //  * block per row, <= kRmsBlockPacks packs per thread held in registers;
-//  * block per row, two passes over global memory (very long rows).
+//  * block per row, two passes over global memory (very long rows), each thread's
+//    share summed with Kahan's compensation.
+// Accumulation: the squares in fp32, a few roundings per thread, then a tree over
+// the warp and the block: the sum of squares stays within ~(log2(threads) + 4) fp32
+// roundings for any row length. A row whose fp32 squares overflow (all values finite
+// but the sum inf: |x| above ~1.8e19) is summed again scaled by its largest |x|, so
+// it normalises as in float64 instead of to 0 (as the CPU kernel and the reference).
 
 constexpr int kRmsWarpPacks = 4;       // per lane: rows of <= 128 packs run warp per row
 constexpr int kRmsBlockPacks = 8;      // per thread: rows of <= 4096 packs stay in registers
@@ -305,6 +343,48 @@ __device__ __forceinline__ float rms_scale(float ss, float inv_cols, float eps) 
   return rsqrtf(fmaf(ss, inv_cols, eps));
 }
 
+template <class T, int NV>
+__device__ __forceinline__ float max_abs(typename Io<T, NV>::Raw raw, float m) {
+  float f[NV];
+  Io<T, NV>::to_f(raw, f);
+#pragma unroll
+  for (int e = 0; e < NV; ++e) m = fmaxf(m, fabsf(f[e]));
+  return m;
+}
+
+template <class T, int NV>
+__device__ __forceinline__ float sum_scaled_squares(typename Io<T, NV>::Raw raw, float m, float ss) {
+  float f[NV];
+  Io<T, NV>::to_f(raw, f);
+#pragma unroll
+  for (int e = 0; e < NV; ++e) {
+    const float v = f[e] / m;  // <= 1: no overflow
+    ss = fmaf(v, v, ss);
+  }
+  return ss;
+}
+
+// The overflow rescue applies: the squares overflowed though every value is finite.
+__device__ __forceinline__ bool squares_overflowed(float ss, float m) { return isinf(ss) && isfinite(m); }
+
+// y = (x / m) * rsqrt(sum (x / m)^2 / cols + eps / m^2) * w: x * rsqrt(mean(x^2) + eps) * w
+// without forming x^2.
+template <class T, int NV>
+__device__ __forceinline__ void rms_store_scaled(T* y, const T* weight, int64_t p, typename Io<T, NV>::Raw raw,
+                                                 float inv, float m) {
+  using IO = Io<T, NV>;
+  float f[NV], g[NV];
+  IO::to_f(raw, f);
+  IO::to_f(IO::ldg(weight + p * NV), g);
+#pragma unroll
+  for (int e = 0; e < NV; ++e) f[e] = (f[e] / m) * inv * g[e];
+  IO::st(y + p * NV, IO::from_f(f));
+}
+
+__device__ __forceinline__ float rms_scale_scaled(float ss, float inv_cols, float eps, float m) {
+  return rsqrtf(fmaf(ss, inv_cols, (eps / m) / m));
+}
+
 // (Min. 1 block per SM stated: otherwise ptxas for sm_100+ aims at a higher
 // occupancy, caps registers at 48 and spills.)
 template <class T, int NV>
@@ -327,8 +407,27 @@ __global__ void __launch_bounds__(kRmsWarpsPerBlock * 32, 1)
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < kRmsWarpPacks; ++i) ss = sum_squares<T, NV>(raw[i], ss);  // zeros add 0
-    const float inv = rms_scale(warp_sum(ss), inv_cols, eps);
+    ss = warp_sum(ss);
     T* yr = y + r * cols;
+    if (isinf(ss)) {  // the same on every lane: the whole warp takes this branch or not
+      float m = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kRmsWarpPacks; ++i) m = max_abs<T, NV>(raw[i], m);
+      m = warp_max(m);
+      if (squares_overflowed(ss, m)) {
+        float scaled = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kRmsWarpPacks; ++i) scaled = sum_scaled_squares<T, NV>(raw[i], m, scaled);
+        const float inv = rms_scale_scaled(warp_sum(scaled), inv_cols, eps, m);
+#pragma unroll
+        for (int i = 0; i < kRmsWarpPacks; ++i) {
+          const int p = i * 32 + lane;
+          if (p < packs) rms_store_scaled<T, NV>(yr, weight, p, raw[i], inv, m);
+        }
+        continue;
+      }
+    }
+    const float inv = rms_scale(ss, inv_cols, eps);
 #pragma unroll
     for (int i = 0; i < kRmsWarpPacks; ++i) {
       const int p = i * 32 + lane;
@@ -358,8 +457,28 @@ __global__ void __launch_bounds__(kRmsBlockThreads)
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < kRmsBlockPacks; ++i) ss = sum_squares<T, NV>(raw[i], ss);
-    const float inv = rms_scale(block_sum(ss, buf[parity]), inv_cols, eps);
+    ss = block_sum(ss, buf[parity]);
     T* yr = y + r * cols;
+    if (isinf(ss)) {  // the same in every thread; buffers alternate p, p^1, p, then p^1
+      float m = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kRmsBlockPacks; ++i) m = max_abs<T, NV>(raw[i], m);
+      m = block_max(m, buf[parity ^ 1]);
+      if (squares_overflowed(ss, m)) {
+        float scaled = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kRmsBlockPacks; ++i) scaled = sum_scaled_squares<T, NV>(raw[i], m, scaled);
+        const float inv = rms_scale_scaled(block_sum(scaled, buf[parity]), inv_cols, eps, m);
+#pragma unroll
+        for (int i = 0; i < kRmsBlockPacks; ++i) {
+          const int p = i * nthreads + tid;
+          if (p < packs) rms_store_scaled<T, NV>(yr, weight, p, raw[i], inv, m);
+        }
+        continue;
+      }
+      __syncthreads();  // an inf in the row: the next row's block_sum writes buf[parity ^ 1] too
+    }
+    const float inv = rms_scale(ss, inv_cols, eps);
 #pragma unroll
     for (int i = 0; i < kRmsBlockPacks; ++i) {
       const int p = i * nthreads + tid;
@@ -378,13 +497,34 @@ __global__ void __launch_bounds__(1024)
   int parity = 0;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x, parity ^= 1) {
     const T* xr = x + r * cols;
-    float ss = 0.0f;
+    CompensatedSum acc;
 #pragma unroll 4
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      ss = sum_squares<T, NV>(IO::ldg(xr + p * NV), ss);
+      float f[NV];
+      IO::to_f(IO::ldg(xr + p * NV), f);
+#pragma unroll
+      for (int e = 0; e < NV; ++e) acc.add(f[e] * f[e]);
     }
-    const float inv = rms_scale(block_sum(ss, buf[parity]), inv_cols, eps);
+    const float ss = block_sum(acc.sum, buf[parity]);
     T* yr = y + r * cols;
+    if (isinf(ss)) {  // the same in every thread; buffers alternate p, p^1, p, then p^1
+      float m = 0.0f;
+      for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) m = max_abs<T, NV>(IO::ldg(xr + p * NV), m);
+      m = block_max(m, buf[parity ^ 1]);
+      if (squares_overflowed(ss, m)) {
+        float scaled = 0.0f;
+        for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+          scaled = sum_scaled_squares<T, NV>(IO::ldg(xr + p * NV), m, scaled);
+        }
+        const float inv = rms_scale_scaled(block_sum(scaled, buf[parity]), inv_cols, eps, m);
+        for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+          rms_store_scaled<T, NV>(yr, weight, p, IO::ldg(xr + p * NV), inv, m);
+        }
+        continue;
+      }
+      __syncthreads();  // an inf in the row: the next row's block_sum writes buf[parity ^ 1] too
+    }
+    const float inv = rms_scale(ss, inv_cols, eps);
 #pragma unroll 4
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       rms_store<T, NV>(yr, weight, p, IO::ldg(xr + p * NV), inv);

@@ -104,10 +104,46 @@ __device__ float block_sum(float v, float* scratch) {
   return total;
 }
 
+// Largest value over the block, as block_sum.
+__device__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x % warpSize;
+  const int wave = threadIdx.x / warpSize;
+  const int waves = (blockDim.x + warpSize - 1) / warpSize;
+  for (int offset = warpSize / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor(v, offset, warpSize));
+  if (lane == 0) scratch[wave] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = 0.f;
+    for (int i = 0; i < waves; ++i) m = fmaxf(m, scratch[i]);
+    scratch[kThreads / 32] = m;
+  }
+  __syncthreads();
+  const float m = scratch[kThreads / 32];
+  __syncthreads();  // scratch is reused next
+  return m;
+}
+
+// A running sum with Kahan's compensation: the sum of n terms is off by a few
+// roundings whatever n (a plain running sum drifts by up to n of them).
+struct CompensatedSum {
+  float sum = 0.f;
+  float c = 0.f;
+  __device__ __forceinline__ void add(float v) {
+    const float y = v - c;
+    const float t = sum + y;
+    c = (t - sum) - y;
+    sum = t;
+  }
+};
+
 // ---- kernels ------------------------------------------------------------------------
 
 // One block per row: the row is read twice (sum of squares, then scale), from cache
-// the second time for the row lengths of normalisation layers.
+// the second time for the row lengths of normalisation layers. Each thread's share of
+// the squares is summed with Kahan's compensation, then a tree over the block: within
+// a few fp32 roundings for any row length. A row whose fp32 squares overflow (all
+// values finite, |x| above ~1.8e19) is summed again scaled by its largest |x|, so it
+// normalises as in float64 instead of to 0 (as the CPU kernel and the reference).
 template <class T>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                             T* __restrict__ y, int64_t rows, int64_t cols,
@@ -116,12 +152,30 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const T* __restrict_
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
-    float sum = 0.f;
+    CompensatedSum acc;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       const float v = to_float(xr[c]);
-      sum += v * v;
+      acc.add(v * v);
     }
-    const float inv = rsqrtf(block_sum(sum, scratch) / static_cast<float>(cols) + eps);
+    const float sum = block_sum(acc.sum, scratch);
+    if (isinf(sum)) {  // the same in every thread: the block takes this branch or not
+      float m = 0.f;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(to_float(xr[c])));
+      m = block_max(m, scratch);
+      if (isfinite(m)) {  // every value finite: the squares overflowed
+        float scaled = 0.f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+          const float v = to_float(xr[c]) / m;  // <= 1: no overflow
+          scaled += v * v;
+        }
+        const float inv = rsqrtf(block_sum(scaled, scratch) / static_cast<float>(cols) + (eps / m) / m);
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+          yr[c] = from_float<T>((to_float(xr[c]) / m) * inv * to_float(w[c]));
+        }
+        continue;
+      }
+    }
+    const float inv = rsqrtf(sum / static_cast<float>(cols) + eps);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       yr[c] = from_float<T>(to_float(xr[c]) * inv * to_float(w[c]));
     }

@@ -1,5 +1,5 @@
-"""The numerics ptkit states (docs/using.md, "Numerics"), on the native path and on the
-reference path alike:
+"""The numerics ptkit states (docs/using.md, "Bad arguments and special values"), on
+the native path and on the reference path alike:
 
 * special values: NaN in, NaN out; silu, gelu and gelu_tanh take their limits at ±inf
   (+inf, -0); signed zeros and subnormal inputs are kept; relu(-inf) = 0;

@@ -109,9 +109,23 @@ inline float activate(float v, Activation a) {
 
 // ---------------------------------------------------------------------------
 // rms_norm: one work-group per row (work-groups stride over rows past kMaxGroups).
-// Each work-item sums the squares of its packs, sycl::reduce_over_group gives every
-// work-item the row's sum, then a second pass over the row (from cache) scales and
-// stores.
+// Each work-item sums the squares of its packs (with Kahan's compensation: a few fp32
+// roundings whatever the row length), sycl::reduce_over_group gives every work-item
+// the row's sum, then a second pass over the row (from cache) scales and stores. A
+// row whose fp32 squares overflow (all values finite, |x| above ~1.8e19) is summed
+// again scaled by its largest |x|, so it normalises as in float64 instead of to 0 (as
+// the CPU kernel and the reference).
+
+struct CompensatedSum {
+  float sum = 0.0f;
+  float c = 0.0f;
+  void add(float v) {
+    const float y = v - c;
+    const float t = sum + y;
+    c = (t - sum) - y;
+    sum = t;
+  }
+};
 
 template <class T, int NV>
 struct RmsNormKernel {
@@ -133,23 +147,56 @@ struct RmsNormKernel {
     // reduction (a group algorithm must be met by all of them).
     for (int64_t r = static_cast<int64_t>(it.get_group(0)); r < rows; r += group_stride) {
       const T* xr = x + r * cols;  // 64-bit: rows * cols can exceed 2^31
-      float ss = 0.0f;
+      CompensatedSum acc;
       for (int64_t p = lid; p < packs; p += threads) {
         float f[NV];
         load_f<T, NV>(xr + p * NV, f);
 #pragma unroll
-        for (int e = 0; e < NV; ++e) ss = sycl::fma(f[e], f[e], ss);
+        for (int e = 0; e < NV; ++e) acc.add(f[e] * f[e]);
       }
-      const float total = sycl::reduce_over_group(group, ss, sycl::plus<float>());
-      // rsqrt(mean + eps), the mean as sum x^2 (1 / cols), as torch's mean.
-      const float inv = sycl::rsqrt(sycl::fma(total, inv_cols, eps));
+      const float total = sycl::reduce_over_group(group, acc.sum, sycl::plus<float>());
+      // rsqrt(mean + eps), the mean as sum x^2 (1 / cols), as torch's mean; m = 1
+      // unless the squares overflowed (total is the same in every work-item, so the
+      // whole group meets the reductions below or none does).
+      float m = 1.0f;
+      float inv = sycl::rsqrt(sycl::fma(total, inv_cols, eps));
+      if (sycl::isinf(total)) {
+        float local_max = 0.0f;
+        for (int64_t p = lid; p < packs; p += threads) {
+          float f[NV];
+          load_f<T, NV>(xr + p * NV, f);
+#pragma unroll
+          for (int e = 0; e < NV; ++e) local_max = sycl::fmax(local_max, sycl::fabs(f[e]));
+        }
+        const float largest = sycl::reduce_over_group(group, local_max, sycl::maximum<float>());
+        if (sycl::isfinite(largest)) {
+          float scaled = 0.0f;
+          for (int64_t p = lid; p < packs; p += threads) {
+            float f[NV];
+            load_f<T, NV>(xr + p * NV, f);
+#pragma unroll
+            for (int e = 0; e < NV; ++e) {
+              const float v = f[e] / largest;  // <= 1: no overflow
+              scaled = sycl::fma(v, v, scaled);
+            }
+          }
+          const float sum = sycl::reduce_over_group(group, scaled, sycl::plus<float>());
+          m = largest;
+          inv = sycl::rsqrt(sycl::fma(sum, inv_cols, (eps / m) / m));
+        }
+      }
       T* yr = y + r * cols;
       for (int64_t p = lid; p < packs; p += threads) {
         float f[NV], g[NV];
         load_f<T, NV>(xr + p * NV, f);
         load_f<T, NV>(weight + p * NV, g);
+        if (m != 1.0f) {  // rescued (m >= ~1e15 then): 1 / m could be subnormal, so divide
 #pragma unroll
-        for (int e = 0; e < NV; ++e) f[e] = f[e] * inv * g[e];
+          for (int e = 0; e < NV; ++e) f[e] = (f[e] / m) * inv * g[e];
+        } else {
+#pragma unroll
+          for (int e = 0; e < NV; ++e) f[e] = f[e] * inv * g[e];
+        }
         store_f<T, NV>(yr + p * NV, f);
       }
     }
