@@ -106,7 +106,7 @@ Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::st
   const std::vector<int64_t> out_sizes = sizes_with_last(x, n);
   GpuContext ctx(x);
   const void* bias_ptr = bias.has_value() ? bias->const_data_ptr() : nullptr;
-  if (rows <= g::kGemvMaxRows) {
+  if (rows <= g::kGemvMaxRows && g::gemv_runs_on(ctx.stream)) {
     Tensor y = new_empty(x, out_sizes);
     if (y.numel() == 0) return y;
     const g::LinearArgs args{x.const_data_ptr(), weight.const_data_ptr(), bias_ptr, y.mutable_data_ptr(),

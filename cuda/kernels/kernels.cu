@@ -1335,6 +1335,9 @@ LaunchError launch_silu_and_mul(const SiluAndMulArgs& args, Stream stream) {
   return to_launch_error(cuda::launch_silu_and_mul(args, cuda_stream(stream)));
 }
 
+// Every CUDA device has 32-lane warps, all the GEMV kernels assume.
+bool gemv_runs_on(Stream) { return true; }
+
 LaunchError launch_gemv(const LinearArgs& args, Stream stream) {
   return to_launch_error(cuda::launch_gemv(args, cuda_stream(stream)));
 }

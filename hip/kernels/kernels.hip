@@ -293,6 +293,9 @@ LaunchError launch_silu_and_mul(const SiluAndMulArgs& a, Stream stream) {
   });
 }
 
+// The GEMV kernel is written for any wavefront size (warpSize, never a literal).
+bool gemv_runs_on(Stream) { return true; }
+
 LaunchError launch_gemv(const LinearArgs& a, Stream stream) {
   if (a.m < 0 || a.m > kGemvMaxRows || a.k < 0 || a.n < 0) {
     return invalid("gemv: expected 0 <= m <= 16, k >= 0 and n >= 0");

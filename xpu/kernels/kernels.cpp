@@ -26,6 +26,7 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "ptkit/gpu/launchers.h"
 
@@ -285,7 +286,10 @@ struct BiasActivationKernel {
 // the recipe targets supports it (Xe-HPC, Xe2), lane r can hold row r (MB <= 16), and
 // the work-group's sub-group count is a compile-time constant. A device without
 // sub-groups of 16 (possible only through the JIT fallback) rejects the kernel at
-// submission, which is reported as a LaunchError.
+// submission — but not every SYCL runtime does: one (AdaptiveCpp on a CPU device,
+// sub-groups of 1) ignored the attribute and the kernel wrote every 8th column with
+// 1/16 of the sum. So gemv_runs_on asks the device for its sub-group sizes first, and
+// the op layer takes the library GEMM path on a device without 16.
 
 constexpr int kSubGroup = 16;
 constexpr int kGemvSubGroups = 8;  // per work-group: 128 work-items
@@ -608,6 +612,17 @@ LaunchError launch_silu_and_mul(const SiluAndMulArgs& args, Stream stream) {
   });
 }
 
+bool gemv_runs_on(Stream stream) {
+  if (stream == nullptr) return false;
+  try {
+    const std::vector<size_t> sizes =
+        queue_of(stream).get_device().get_info<sycl::info::device::sub_group_sizes>();
+    return std::find(sizes.begin(), sizes.end(), static_cast<size_t>(xk::kSubGroup)) != sizes.end();
+  } catch (const std::exception&) {
+    return false;  // a device that cannot say: the portable path
+  }
+}
+
 LaunchError launch_gemv(const LinearArgs& args, Stream stream) {
   if (stream == nullptr) return invalid_argument("launch_gemv: no SYCL queue");
   if (!valid_dtype(args.dtype) || !valid_activation(args.activation)) {
@@ -617,6 +632,10 @@ LaunchError launch_gemv(const LinearArgs& args, Stream stream) {
     return invalid_argument("launch_gemv: m must be in [0, 16] (kGemvMaxRows) and k, n >= 0");
   }
   if (args.m == 0 || args.n == 0) return {};  // k == 0 still writes act(bias)
+  if (!gemv_runs_on(stream)) {
+    return invalid_argument("launch_gemv: the device has no sub-groups of 16, which the GEMV kernel needs "
+                            "(the op layer takes the library GEMM path there: ptkit::gpu::gemv_runs_on)");
+  }
   return guarded([&] {
     with_dtype(args.dtype, [&](auto tag) { gemv_dispatch<decltype(tag)>(queue_of(stream), args); });
   });

@@ -62,8 +62,11 @@ struct LinearArgs {
   Activation activation;
   DType dtype;
 };
-// Decode shapes (m <= kGemvMaxRows) take the GEMV launcher, bias and activation fused.
+// Decode shapes (m <= kGemvMaxRows) take the GEMV launcher, bias and activation fused,
+// where the device meets the GEMV kernel's preconditions (gemv_runs_on: e.g. the SYCL
+// kernel needs sub-groups of 16); elsewhere the op layer takes the library GEMM path.
 constexpr int64_t kGemvMaxRows = 16;
+bool gemv_runs_on(Stream stream);
 LaunchError launch_gemv(const LinearArgs& args, Stream stream);
 // Epilogue of the large-m path (after a library GEMM wrote y): y = act(y + bias) in place.
 LaunchError launch_bias_activation(const LinearArgs& args, Stream stream);

@@ -1,0 +1,42 @@
+"""The launcher contract (gpu/include/ptkit/gpu/launchers.h) is kept by every GPU tree.
+
+The SYCL tree cannot be compiled on a machine without icpx, so a launcher added to the
+contract but not to xpu/ would only fail at link time on an Intel machine: this reads
+the sources instead and checks that each tree defines every declared function, with the
+declared return type.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "gpu" / "include" / "ptkit" / "gpu" / "launchers.h"
+TREES = {
+    "cuda": [REPO / "cuda" / "kernels" / "kernels.cu", REPO / "cuda" / "stream.cpp"],
+    "hip": [REPO / "hip" / "kernels" / "kernels.hip", REPO / "gpu" / "current_stream.cpp"],
+    "xpu": [REPO / "xpu" / "kernels" / "kernels.cpp", REPO / "gpu" / "current_stream.cpp"],
+}
+_DECLARATION = re.compile(r"^(\w+) (\w+)\((.*)\);$", re.M)
+
+
+def _declared() -> dict[str, str]:
+    return {name: returns for returns, name, _ in _DECLARATION.findall(CONTRACT.read_text())}
+
+
+def test_the_contract_declares_the_launchers() -> None:
+    assert {"launch_rms_norm", "launch_gemv", "gemv_runs_on", "current_stream"} <= set(_declared())
+
+
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_every_tree_defines_every_declared_function(tree: str) -> None:
+    text = "\n".join(p.read_text() for p in TREES[tree])
+    missing = [
+        f"{returns} {name}(…)"
+        for name, returns in _declared().items()
+        if not re.search(rf"^{returns} {name}\([^;]*\) {{", text, re.M)
+    ]
+    assert not missing, f"{tree} does not define {', '.join(missing)}"
