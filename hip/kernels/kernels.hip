@@ -11,6 +11,7 @@
 // grid does not cover.
 #include <hip/hip_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -246,6 +247,29 @@ int64_t blocks_for(int64_t work_items, int64_t per_block) {
   return blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks);
 }
 
+// Wavefronts in a block of kThreads on the current device: its wavefront size is 64 on
+// CDNA (gfx9xx) and 32 on RDNA (gfx11xx, gfx12xx), asked once per device. A device
+// that cannot say gets wave64's count: the grid then loops, it is never wrong.
+int64_t waves_per_block() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess) {
+    (void)hipGetLastError();  // not this launch's error
+    return kThreads / 64;
+  }
+  const bool cached = device >= 0 && device < kMaxDevices;
+  int warp = cached ? known[device].load(std::memory_order_relaxed) : 0;
+  if (warp <= 0) {
+    if (hipDeviceGetAttribute(&warp, hipDeviceAttributeWarpSize, device) != hipSuccess || warp <= 0) {
+      (void)hipGetLastError();
+      warp = 64;
+    }
+    if (cached) known[device].store(warp, std::memory_order_relaxed);
+  }
+  return kThreads / warp;
+}
+
 LaunchError launch_status() {
   const hipError_t status = hipGetLastError();
   if (status == hipSuccess) return {};
@@ -302,8 +326,9 @@ LaunchError launch_gemv(const LinearArgs& a, Stream stream) {
   }
   return with_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    // A block holds kThreads / warpSize wavefronts; 4 is the smallest count (wave64).
-    hipLaunchKernelGGL(gemv_kernel<T>, dim3(blocks_for(a.n, 4)), dim3(kThreads), 0, hip_stream(stream),
+    // One wavefront per output feature: a block serves kThreads / warpSize features.
+    hipLaunchKernelGGL(gemv_kernel<T>, dim3(blocks_for(a.n, waves_per_block())), dim3(kThreads), 0,
+                       hip_stream(stream),
                        static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
                        static_cast<T*>(a.y), a.m, a.k, a.n, a.activation);
     return launch_status();
