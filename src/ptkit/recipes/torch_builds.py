@@ -31,6 +31,7 @@ Standard library only: the version provider imports it inside scikit-build-core.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import re
 
 from ptkit.recipes.model import Recipe
@@ -42,6 +43,7 @@ __all__ = [
     "build_for_environment",
     "build_for_label",
     "build_for_torch",
+    "installed_torch",
     "recipe_builds",
     "recipe_torch_minors",
     "split_label",
@@ -109,6 +111,15 @@ class TorchBuild:
         return (
             self.recipe.name if self.torch is None else f"{self.recipe.name} for torch {self.torch}"
         )
+
+
+def installed_torch() -> str | None:
+    """The version of the torch distribution this Python sees (``2.14.1+cu130``), read
+    from its metadata (torch is not imported), or None."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def recipe_torch_minors(recipe: Recipe) -> tuple[TorchMinor, ...]:

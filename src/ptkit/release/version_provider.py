@@ -34,7 +34,6 @@ Standard library only: scikit-build-core imports it before anything else is ther
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 import sys
@@ -44,7 +43,12 @@ from typing import Any
 
 from ptkit._version import __version__
 from ptkit.recipes.model import RecipeError, load_recipe, recipe_path
-from ptkit.recipes.torch_builds import TorchBuild, TorchBuildError, build_for_environment
+from ptkit.recipes.torch_builds import (
+    TorchBuild,
+    TorchBuildError,
+    build_for_environment,
+    installed_torch,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,15 +76,6 @@ _PUBLIC_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?
 # A PEP 508 requirement's name: what comes before its extras, version, marker or URL.
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 _SETTINGS = {"version": {"base-version"}, "dependencies": {"requires"}}
-
-
-def installed_torch() -> str | None:
-    """The version of the torch distribution this Python sees, read from its metadata
-    (torch is not imported), or None."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def project_build(
