@@ -202,7 +202,8 @@ def test_release_workflow_has_a_job_per_variant_and_platform() -> None:
     assert "mozilla-actions/sccache-action@v0.0.9" in steps
     build = steps["cibuildwheel"]["run"]
     assert "pip install cibuildwheel==4.3.5" in build
-    assert '--config-file "ci/cibuildwheel/${{ matrix.variant }}.toml"' in build
+    assert '--config-file "${{ matrix.config-file }}"' in build
+    assert [i["config-file"] for i in include] == [j.config_file for j in PLAN.jobs]
     # The toolkit: one job builds its pure wheel; every wheel job and the index get it.
     toolkit = workflow["jobs"]["toolkit"]
     assert toolkit["runs-on"] == "ubuntu-24.04"
@@ -277,3 +278,82 @@ def test_the_test_environment_gets_the_toolkit_then_runs_the_recipes_test(
         env=env,
     ).stdout.split()
     assert all(str(tmp_path / "venv") in path for path in installed), installed
+
+
+# --- a torch-mode project: one job and one file per torch minor ------------------------------
+
+TORCH_MODE = REPO / "tests" / "fixtures" / "projects" / "torchmode_ops"
+
+
+@pytest.fixture(scope="module")
+def torch_mode_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, matrix.Plan]:
+    """A copy of the torch-mode fixture with its generated release files written."""
+    project = tmp_path_factory.mktemp("torchmode") / "project"
+    shutil.copytree(TORCH_MODE, project)
+    plan = matrix.load_plan(project)
+    matrix.write_generated(project, plan)
+    return project, plan
+
+
+def test_cibuildwheel_reads_each_torch_minors_file(
+    torch_mode_project: tuple[Path, matrix.Plan],
+) -> None:
+    project, plan = torch_mode_project
+    assert [job.torch for job in plan.jobs] == ["2.13", "2.14"]
+    schema_path = Path(cibuildwheel.__file__).parent / "resources" / "cibuildwheel.schema.json"
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    for job in plan.jobs:
+        printed = run(
+            [sys.executable, "-m", "cibuildwheel", "--print-build-identifiers",
+             *job.cibuildwheel_args(), "."],
+            cwd=project, env=_env(), timeout=120,
+        )  # fmt: skip
+        assert printed.stdout.split() == list(job.identifiers)
+        config = tomllib.loads((project / job.config_file).read_text())
+        jsonschema.Draft7Validator(schema).validate(config["tool"]["cibuildwheel"])
+        args = dataclasses.replace(
+            CommandLineArguments.defaults(),
+            platform=job.platform.os,
+            archs=job.platform.arch,
+            config_file=str(project / job.config_file),
+            package_dir=project,
+        )
+        options = compute_options(platform=job.platform.os, command_line_arguments=args, env=_env())
+        options.check_for_invalid_configuration(job.identifiers)
+        for identifier in job.identifiers:
+            build = options.build_options(identifier)
+            env = build.environment.as_dictionary(prev_environment={"PATH": "/usr/bin"})
+            assert (env["PTKIT_VARIANT"], env["PTKIT_TORCH"]) == ("cpu", job.torch)
+            # Built without isolation, against the torch before-build installs, and tested with it.
+            assert (build.build_frontend.name, list(build.build_frontend.args)) == (
+                "build",
+                ["--no-isolation"],
+            )
+            assert f"'torch=={job.torch}.*'" in build.before_build
+            assert build.test_requires == [f"torch=={job.torch}.*"]
+
+
+def test_the_torch_mode_workflow_validates_and_has_a_job_per_torch_minor(
+    torch_mode_project: tuple[Path, matrix.Plan],
+) -> None:
+    project, _ = torch_mode_project
+    workflow_file = project / ".github" / "workflows" / "release.yml"
+    check = Path(sys.executable).parent / "check-jsonschema"
+    proc = subprocess.run(
+        [str(check), "--builtin-schema", "vendor.github-workflows", str(workflow_file)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workflow = YAML(typ="safe").load(workflow_file.read_text())
+    include = workflow["jobs"]["wheel"]["strategy"]["matrix"]["include"]
+    assert [(i["build"], i["config-file"]) for i in include] == [
+        ("cpu-torch2.13", "ci/cibuildwheel/cpu-torch2.13.toml"),
+        ("cpu-torch2.14", "ci/cibuildwheel/cpu-torch2.14.toml"),
+    ]
+    upload = next(
+        s
+        for s in workflow["jobs"]["wheel"]["steps"]
+        if s.get("uses") == "actions/upload-artifact@v4"
+    )
+    # One artifact per job: the two torch minors' wheels do not overwrite each other.
+    assert upload["with"]["name"] == "wheel-${{ matrix.build }}-${{ matrix.platform }}"

@@ -514,3 +514,72 @@ def test_variant_metadata_leaves_the_universal_wheel_alone(tmp_path):
         cu13.name.removesuffix(".whl") + "-cu13.whl",
         "ptkit_ops-0.1.0+cu13-variants.json",
     }
+
+
+# --- torch-mode variants: one build per torch minor on the variant's page ---------------------
+
+TORCH_MODE_RECIPES = REPO / "tests" / "fixtures" / "projects" / "torchmode_ops" / "recipes"
+
+
+def torch_build_wheel(folder: Path, label: str, requires: tuple[str, ...]) -> Path:
+    """A wheel of torchmode-ops labelled ``label``, requiring ``requires``."""
+    version = f"0.3.0+{label}"
+    metadata = (
+        f"Metadata-Version: 2.4\nName: torchmode-ops\nVersion: {version}\n"
+        "Requires-Python: >=3.10\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    )
+    return make_wheel(
+        folder,
+        "torchmode-ops",
+        version,
+        tag="py3-none-manylinux_2_28_x86_64",
+        manifest_variant="cpu",
+        extra={f"torchmode_ops-{version}.dist-info/METADATA": metadata.encode()},
+    )
+
+
+def test_every_torch_minor_build_shares_the_variant_page(tmp_path):
+    wheels = [
+        torch_build_wheel(tmp_path / "in", "cpu.torch2.13", ("torch<2.14,>=2.13",)),
+        torch_build_wheel(tmp_path / "in", "cpu.torch2.14", ("ptkit>=0.1", "torch>=2.14,<2.15")),
+    ]
+    (result,) = build_index(wheels, tmp_path / "site", recipes_dir=TORCH_MODE_RECIPES)
+    assert result.index_path == "cpu"
+    assert set(result.files) == {w.name for w in wheels}
+    entries = verify_variant_index(tmp_path / "site", "cpu")
+    assert set(entries) == {w.name for w in wheels}
+
+
+def test_a_torch_minor_the_recipe_does_not_build_is_refused(tmp_path):
+    wheel = torch_build_wheel(tmp_path / "in", "cpu.torch2.12", ("torch>=2.12,<2.13",))
+    with pytest.raises(IndexBuildError) as info:
+        build_index([wheel], tmp_path / "site", recipes_dir=TORCH_MODE_RECIPES)
+    message = str(info.value)
+    assert (
+        "has the local label 'cpu.torch2.12', expected 'cpu.torch2.13' or 'cpu.torch2.14'"
+        in message
+    )
+    assert "(a torch-mode recipe: one label per torch minor of [torch] versions)" in message
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_torch_minor_build_without_its_pin_is_refused(tmp_path):
+    """A wheel labelled for torch 2.14 that claims every torch would install beside torch
+    2.13, where its library does not load."""
+    for requires, found in [
+        (("torch>=2.10",), "requires torch>=2.10"),
+        ((), "requires no torch"),
+    ]:
+        wheel = torch_build_wheel(tmp_path / str(len(requires)), "cpu.torch2.14", requires)
+        with pytest.raises(IndexBuildError) as info:
+            inspect_wheel(wheel)
+        message = str(info.value)
+        assert f"names a build for torch 2.14, but it {found}, not torch>=2.14,<2.15" in message
+        assert "Rebuild it with ptkit build --torch" in message
+
+
+def test_without_recipes_a_torch_minor_label_keeps_its_variant(tmp_path):
+    wheel = torch_build_wheel(tmp_path / "in", "cpu.torch2.14", ("torch>=2.14,<2.15",))
+    assert inspect_wheel(wheel).variant == "cpu"
+    (result,) = build_index([wheel], tmp_path / "site")
+    assert result.index_path == "cpu"

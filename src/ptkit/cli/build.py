@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ptkit.cli.failures import CommandMisused
 from ptkit.cli.options import SuggestingChoice, WritableFolder, source_option
+
+if TYPE_CHECKING:
+    from ptkit.recipes.torch_builds import TorchMinor
 
 
 def _variant_problem(variant: str, source: Path) -> str | None:
@@ -73,6 +77,24 @@ def _variant_problem(variant: str, source: Path) -> str | None:
     show_default=True,
     help="Compiler launcher: auto = ccache if installed (it wraps nvcc too), else sccache.",
 )
+@click.option(
+    "--torch",
+    "torch_minors",
+    multiple=True,
+    metavar="MINOR",
+    help="For an abi = 'torch' recipe: the torch minor to build for (2.13), one of its "
+    "[torch] versions; repeat it for several, 'all' for every one. Default: this Python's "
+    "torch.",
+)
+@click.option(
+    "--build-python",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="PTKIT_BUILD_PYTHON",
+    default=None,
+    help="The Python that runs the build (its torch is the one built against). Default for "
+    "--torch: this Python when its torch is that minor, else ptkit's build environment for "
+    "it (installed into ptkit's cache on first use). Env: PTKIT_BUILD_PYTHON.",
+)
 def build(
     variant: str,
     source: Path,
@@ -80,6 +102,8 @@ def build(
     build_root: Path | None,
     allow_missing_backend: bool,
     compiler_cache: str,
+    torch_minors: tuple[str, ...],
+    build_python: Path | None,
 ) -> None:
     """Build one variant's wheel here as the release does: build, repair, audit, smoke, dist.
 
@@ -88,6 +112,11 @@ def build(
     to the last commit's time (git log -1 --format=%ct), so rebuilding a commit gives
     the same bytes. ccache (or else sccache) is used when installed; CCACHE_DIR defaults
     to BUILD_ROOT/ccache (SCCACHE_DIR to BUILD_ROOT/sccache).
+
+    A torch-mode recipe (abi = "torch") builds one wheel per torch minor, each with a
+    Python whose torch is that minor (+cpu.torch2.13 requires torch>=2.13,<2.14): pass
+    --torch to say which; the build runs in that Python (--build-python, or ptkit's
+    build environment for it) with this ptkit.
     """
     problem = _variant_problem(variant, source.resolve())
     if problem is None and build_root is None:  # the default, SOURCE/build: checked here
@@ -99,16 +128,128 @@ def build(
             )
     if problem is not None:
         raise CommandMisused(problem)
+    repo = source.resolve()
+    minors = _torch_minors(variant, repo, torch_minors)
 
     from ptkit.release.pipeline import run_pipeline
 
-    # A BuildError names the stage, the cause and the fix: the CLI's boundary prints it.
-    run_pipeline(
-        variant,
-        repo=source.resolve(),
-        dist=dist,
-        build_root=build_root,
-        require_backend=not allow_missing_backend,
-        compiler_cache=compiler_cache,
-        echo=click.echo,
+    if not minors and build_python is None:
+        # A BuildError names the stage, the cause and the fix: the CLI's boundary prints it.
+        run_pipeline(
+            variant,
+            repo=repo,
+            dist=dist,
+            build_root=build_root,
+            require_backend=not allow_missing_backend,
+            compiler_cache=compiler_cache,
+            echo=click.echo,
+        )
+        return
+    for minor in minors or (None,):
+        _build_with(
+            variant,
+            minor,
+            repo=repo,
+            dist=dist,
+            build_root=build_root,
+            allow_missing_backend=allow_missing_backend,
+            compiler_cache=compiler_cache,
+            build_python=build_python,
+        )
+
+
+def _torch_minors(variant: str, repo: Path, given: tuple[str, ...]) -> tuple[TorchMinor, ...]:
+    """The torch minors to build for: each ``--torch`` (``all``: every one of the recipe's
+    ``[torch] versions``), checked against the recipe; none given: none (the pipeline
+    takes the build Python's torch)."""
+    if not given:
+        return ()
+    from ptkit.recipes import RecipeError, load_recipe, recipe_path
+    from ptkit.recipes.torch_builds import (
+        TorchBuildError,
+        TorchMinor,
+        build_for_torch,
+        recipe_torch_minors,
     )
+
+    try:
+        recipe = load_recipe(variant, repo / "recipes")
+    except RecipeError:
+        return ()  # the pipeline reports the recipe's problems with the build's words
+    where = str(recipe_path(variant, repo / "recipes"))
+    if "all" in given:
+        if recipe.abi != "torch":
+            raise CommandMisused(
+                f"ptkit build: --torch all: {where} is a stable-ABI recipe (one wheel for every "
+                "torch); build it without --torch"
+            )
+        return recipe_torch_minors(recipe)
+    minors: list[TorchMinor] = []
+    for text in given:
+        minor = TorchMinor.parse(text)
+        if minor is None or str(minor) != text.strip():
+            raise CommandMisused(
+                f"ptkit build: --torch {text!r} is not a torch minor: expected one like 2.14 "
+                "(or all)"
+            )
+        try:
+            build_for_torch(recipe, minor, where)
+        except TorchBuildError as exc:
+            raise CommandMisused(f"ptkit build: --torch {text}: {exc}") from exc
+        if minor not in minors:
+            minors.append(minor)
+    return tuple(minors)
+
+
+def _build_with(
+    variant: str,
+    minor: TorchMinor | None,
+    *,
+    repo: Path,
+    dist: Path,
+    build_root: Path | None,
+    allow_missing_backend: bool,
+    compiler_cache: str,
+    build_python: Path | None,
+) -> None:
+    """One build (for torch ``minor``; None: of the build Python's torch, or the stable
+    one): here when this Python is the build Python, else ``ptkit build`` run there."""
+    import subprocess
+
+    from ptkit.recipes import load_recipe
+    from ptkit.release.build_python import delegated_command, delegated_environment, stage_toolkit
+    from ptkit.release.pipeline import run_pipeline
+    from ptkit.release.pipeline.provision import provision_build_python
+
+    recipe = load_recipe(variant, repo / "recipes")
+    python = provision_build_python(recipe, minor, given=build_python, echo=click.echo)
+    if python.is_this_python:
+        run_pipeline(
+            variant,
+            repo=repo,
+            dist=dist,
+            build_root=build_root,
+            require_backend=not allow_missing_backend,
+            compiler_cache=compiler_cache,
+            echo=click.echo,
+            torch=str(minor) if minor is not None else None,
+        )
+        return
+    root = (build_root or repo / "build").resolve()
+    staged = stage_toolkit(root / (minor.label if minor else "build-python") / "toolkit")
+    what = f"{variant} for torch {minor}" if minor else variant
+    click.echo(f"ptkit build {what}: in {python.describe()}, with this ptkit ({staged})")
+    command = delegated_command(
+        python,
+        variant=variant,
+        torch=minor,
+        source=repo,
+        dist=dist,
+        build_root=root,
+        allow_missing_backend=allow_missing_backend,
+        compiler_cache=compiler_cache,
+    )
+    # Its output is the build's own (stages, errors with their fix): passed through as it is.
+    code = subprocess.run(command, env=delegated_environment(staged), check=False).returncode
+    if code != 0:
+        raise click.exceptions.Exit(code)

@@ -10,7 +10,9 @@ Layout under the output folder (``DIR``)::
         files/<wheel>, files/<wheel>.metadata     the wheels and their PEP 658 metadata
 
 What goes where: a wheel of a variant (its manifests' ``variant``, else its version's
-local label) into that variant's index, at its recipe's ``index-path``; a universal wheel
+local label) into that variant's index, at its recipe's ``index-path``, every build of a
+torch-mode variant on the same page (``+cpu.torch2.13`` and ``+cpu.torch2.14``: installers
+take the one whose torch requirement the environment meets); a universal wheel
 (pure Python, neither: the toolkit ``ptkit-0.1.0-py3-none-any.whl``) into every variant's
 index, those of the recipes, of this run's wheels and of the indexes already under
 ``DIR``, so that ``pip install ptkit-ops --index-url <root>/<variant>/simple`` finds the
@@ -59,6 +61,7 @@ from ptkit.index.wheels import (
 )
 from ptkit.loading.manifest import file_sha256
 from ptkit.recipes.model import Recipe, RecipeError, load_recipes
+from ptkit.recipes.torch_builds import build_for_label, recipe_builds, split_label
 
 __all__ = ["VariantIndex", "build_index"]
 
@@ -136,17 +139,38 @@ def _recipe_index_path(recipe: Recipe) -> str:
     return recipe.index_path or recipe.name
 
 
+def _expected_labels(variant: str, recipe: Recipe | None, label: str | None) -> list[str]:
+    """The local labels a wheel of ``variant`` may have, or [] when ``label`` is one:
+    those of the recipe's builds (``cpu``; ``cpu.torch2.13``, ``cpu.torch2.14`` for a
+    torch-mode recipe); without the recipe, the variant's name with or without a torch
+    minor."""
+    if recipe is not None:
+        builds = recipe_builds(recipe)
+        if label is not None and build_for_label(recipe, label) is not None:
+            return []
+        return [b.local_version for b in builds]
+    if label is not None and split_label(label)[0] == variant:
+        return []
+    return [variant, f"{variant}.torch<major>.<minor>"]
+
+
 def _index_path(
     wheel: IndexedWheel, variant: str, recipes: dict[str, Recipe]
 ) -> tuple[str, Recipe | None]:
     recipe = recipes.get(variant)
-    expected_label = recipe.local_version if recipe else variant
-    if wheel.version.local != expected_label:
+    label = str(wheel.version.local) if wheel.version.local is not None else None
+    expected = _expected_labels(variant, recipe, label)
+    if expected:
+        torch_note = (
+            " (a torch-mode recipe: one label per torch minor of [torch] versions)"
+            if recipe is not None and recipe.abi == "torch"
+            else ""
+        )
         raise _fail(
             f"{wheel.path}: its variant is {variant!r} ({wheel.variant_source}) but its "
-            f"version {wheel.version} has the local label {wheel.version.local!r}, expected "
-            f"{expected_label!r}; installers tell variants apart by that label. Rebuild it with "
-            "ptkit build --variant " + variant
+            f"version {wheel.version} has the local label {label!r}, expected "
+            f"{' or '.join(repr(e) for e in expected)}{torch_note}; installers tell variants "
+            "and builds apart by that label. Rebuild it with ptkit build --variant " + variant
         )
     index_path = _recipe_index_path(recipe) if recipe else variant
     if not valid_variant_name(index_path):

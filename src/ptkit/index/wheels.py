@@ -2,7 +2,9 @@
 
 The variant comes from inside the wheel: the ``variant`` of its native libraries'
 manifests (``<package>/_native/*.manifest.json``), else the local label of the version
-in its METADATA. A pure-Python wheel (``*-none-any``) with neither, such as the toolkit
+in its METADATA (without a torch-mode build's torch minor: ``cpu`` of ``cpu.torch2.14``).
+A torch-mode build's wheel must require exactly the torch minor its label names
+(``torch>=2.14,<2.15``): one that claims more would be installed beside any torch. A pure-Python wheel (``*-none-any``) with neither, such as the toolkit
 ``ptkit-0.1.0-py3-none-any.whl``, is *universal*: it belongs to every variant's index
 (``pip install ptkit-ops --index-url <root>/cpu/simple`` finds ``ptkit`` beside it). The
 file name must agree with the METADATA (name, version) and the WHEEL file (tags); a
@@ -20,6 +22,8 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import (
     InvalidWheelFilename,
@@ -30,6 +34,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from ptkit.loading.manifest import file_sha256
+from ptkit.recipes.torch_builds import split_label
 
 __all__ = ["IndexBuildError", "IndexedWheel", "inspect_wheel", "valid_variant_name"]
 
@@ -119,6 +124,31 @@ def _manifest_variants(archive: zipfile.ZipFile, names: list[str]) -> dict[str, 
     return variants
 
 
+def _torch_pin_problem(version: Version, requires: list[str]) -> str | None:
+    """Why a torch-mode build's wheel (its label names a torch minor) does not require
+    exactly that minor; None when it does, or when it is no such build."""
+    minor = split_label(str(version.local))[1] if version.local else None
+    if minor is None:
+        return None
+    pins = []
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) == "torch":
+            pins.append(requirement.specifier)
+    if pins == [SpecifierSet(minor.requirement.removeprefix("torch"))]:
+        return None
+    found = ", ".join(f"torch{p}" for p in pins) or "no torch"
+    return (
+        f"its version {version} names a build for torch {minor}, but it requires {found}, "
+        f"not {minor.requirement}: installers would put it beside another torch, where it "
+        "does not load. Rebuild it with ptkit build --torch (ptkit's version provider writes "
+        "the pin)"
+    )
+
+
 def inspect_wheel(path: Path) -> IndexedWheel:
     """Read and cross-check one wheel; raises ``IndexBuildError`` with the fix."""
     filename = path.name
@@ -174,7 +204,7 @@ def inspect_wheel(path: Path) -> IndexedWheel:
         manifest_name, variant = next(iter(manifests.items()))
         source = f"manifest {manifest_name}"
     elif version.local:
-        variant, source = str(version.local), "version label"
+        variant, source = split_label(str(version.local))[0], "version label"
     elif all(tag.platform == "any" for tag in tags):
         variant, source = None, "universal: pure Python, no manifest, no version label"
     else:
@@ -184,6 +214,9 @@ def inspect_wheel(path: Path) -> IndexedWheel:
             "no local version label (+cpu, +cu13 …), and platform tags, so it is no pure "
             "wheel for every index either; build it with ptkit build",
         )
+    problem = _torch_pin_problem(version, headers.get_all("Requires-Dist") or [])
+    if problem is not None:
+        raise _refuse(path, problem)
     if variant is not None and not valid_variant_name(variant):
         raise _refuse(
             path,

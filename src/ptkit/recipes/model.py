@@ -8,7 +8,7 @@ derived from them by walking their fields and type hints:
 
 - the TOML layout: the scalar fields of ``Recipe`` are the ``[variant]`` table, each
   dataclass-typed field of ``Recipe`` is a table of its own (``[targets]``,
-  ``[toolkit]``, ``[release]``; ``X | None``: the table may be left out), field names
+  ``[toolkit]``, ``[torch]``, ``[release]``; ``X | None``: the table may be left out), field names
   become keys with ``-`` for ``_``, a field without a default is a required key;
 - the parser (``parse_recipe``): ``str``, ``tuple[str, ...]`` (a list, no duplicates),
   ``Literal`` and the metadata of ``_matching`` (a pattern), ``_one_of`` (a name from a
@@ -48,11 +48,14 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = [
+    "ABI_MODES",
+    "AbiMode",
     "Recipe",
     "RecipeError",
     "Release",
     "Targets",
     "Toolkit",
+    "Torch",
     "cmake_feed",
     "json_schema",
     "load_recipe",
@@ -66,6 +69,14 @@ __all__ = [
 _LOCAL_LABEL = re.compile(r"^[a-z0-9]+(?:[.][a-z0-9]+)*$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9.]*$")
 _INDEX_URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+# A torch minor, major of one digit: the wheel's label spells it torch<major><minor>
+# (ptkit.recipes.torch_builds), which a second major digit would make ambiguous.
+_TORCH_MINOR = re.compile(r"^[1-9]\.(0|[1-9][0-9]*)$")
+
+AbiMode = Literal["stable", "torch"]
+ABI_MODES: tuple[str, ...] = typing.get_args(AbiMode)
+"""``[variant] abi``: ``stable`` (the LibTorch stable ABI: one wheel for every torch >= its
+target) or ``torch`` (torch's C++ API: one wheel per torch minor of ``[torch] versions``)."""
 
 
 def _matching(regex: re.Pattern[str], meaning: str, **kwargs: Any) -> Any:
@@ -139,6 +150,14 @@ class Toolkit:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Torch:
+    """The torch minors a ``torch``-mode variant (``abi = "torch"``) is built for: one wheel each, pinned to that minor."""
+
+    versions: tuple[str, ...] = _matching(_TORCH_MINOR, "a torch minor version (2.14)", default=())
+    """Each torch minor a wheel is built against (``["2.13", "2.14"]``): its version gets the label ``+<local-version>.torch2.13``, its metadata requires ``torch>=2.13,<2.14``, and the release builds it with that torch. Only for ``abi = "torch"``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Release:
     """How the release pipeline builds and tests the variant (``ptkit matrix`` turns it
     into cibuildwheel's configuration and the release workflow)."""
@@ -162,7 +181,9 @@ class Recipe:
     local_version: str = _matching(
         _LOCAL_LABEL, "a PEP 440 local label (lower-case letters, digits and dots)"
     )
-    """PEP 440 local label appended to the version (``0.1.0+cpu``)."""
+    """PEP 440 local label appended to the version (``0.1.0+cpu``); a ``torch``-mode build adds its torch minor (``0.1.0+cpu.torch2.14``)."""
+    abi: AbiMode = dataclasses.field(default="stable", metadata={"what": "ABI mode"})
+    """``stable``: the libraries use the LibTorch stable ABI, one wheel serves every torch >= its target. ``torch``: torch's C++ API (ATen, ``TORCH_LIBRARY``), one wheel per torch minor of ``[torch] versions``, each loading only into that minor. CMake gets it as ``PTKIT_RECIPE_ABI``."""
     index_path: str = ""
     """Folder under the index root holding this variant's ``simple/`` tree (default: the name)."""
     torch_index_url: str = _matching(
@@ -173,6 +194,8 @@ class Recipe:
     """Compilation targets."""
     toolkit: Toolkit = Toolkit()
     """The pinned toolchain."""
+    torch: Torch = Torch()
+    """Set only with ``abi = "torch"``."""
     release: Release | None = None
     """The release pipeline's platforms and test; a recipe without it is built locally only (``ptkit matrix`` requires it)."""
 
@@ -264,7 +287,7 @@ def _expected(hint: Any, metadata: Mapping[str, Any]) -> str:
         noun = f"string{plural}"
     if item is not None:
         return f"a list of {noun}"
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+    return f"{'an' if noun[0].lower() in 'aeiou' else 'a'} {noun}"
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -285,8 +308,9 @@ def _string_problem(value: str, hint: Any, metadata: Mapping[str, Any]) -> str |
     choices = _choices(hint, metadata)
     if choices and value not in choices:
         what = metadata.get("what", "value")
+        article = "an" if what[0].lower() in "aeiou" else "a"
         return (
-            f"{value!r} is not a {what}{did_you_mean(value, choices)}; expected one of "
+            f"{value!r} is not {article} {what}{did_you_mean(value, choices)}; expected one of "
             f"{', '.join(choices)}"
         )
     pattern = metadata.get("pattern")
@@ -371,15 +395,36 @@ def _parse_table(
     return values
 
 
+def _abi_problems(values: Mapping[str, Any]) -> list[str]:
+    """A ``torch``-mode variant lists the torch minors it is built for; a stable one
+    lists none (its one wheel serves every torch >= its target)."""
+    abi = values.get("abi", "stable")
+    versions = (values.get("torch") or {}).get("versions", ())
+    if abi == "torch" and not versions:
+        return [
+            "variant.abi is 'torch' but torch.versions lists no torch minor: add "
+            '[torch] versions = ["2.13", "2.14"] (one wheel per torch minor, each pinned to it)'
+        ]
+    if abi != "torch" and versions:
+        return [
+            f"torch.versions is set but variant.abi is {abi!r} (one wheel for every torch "
+            "its target allows): remove [torch] versions, or set variant.abi = 'torch' to "
+            "build one wheel per torch minor"
+        ]
+    return []
+
+
 def _cross_field_problems(values: Mapping[str, Any], variant: str) -> list[str]:
     """The rules that relate two fields: the file is named after the variant; a target
-    list is only for its own backend; a backend releases only where it runs."""
+    list is only for its own backend; a torch-mode variant names its torch minors; a
+    backend releases only where it runs."""
     problems = []
     name = values.get("name")
     if name and name != variant:
         problems.append(
             f"variant.name is {name!r} but the file is {variant}.toml: rename one of them"
         )
+    problems.extend(_abi_problems(values))
     backend = values.get("backend")
     if not backend:  # missing or invalid: reported once, as its own problem
         return problems
@@ -619,6 +664,24 @@ def _backend_rules() -> list[dict[str, Any]]:
     return rules
 
 
+def _abi_rule() -> dict[str, Any]:
+    """``abi = "torch"`` needs ``[torch] versions``; otherwise it must stay empty."""
+    torch_mode = {
+        "properties": {"variant": {"properties": {"abi": {"const": "torch"}}, "required": ["abi"]}},
+        "required": ["variant"],
+    }
+    return {
+        "if": torch_mode,
+        "then": {
+            "required": ["torch"],
+            "properties": {
+                "torch": {"required": ["versions"], "properties": {"versions": {"minItems": 1}}}
+            },
+        },
+        "else": {"properties": {"torch": {"properties": {"versions": {"maxItems": 0}}}}},
+    }
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a recipe file, derived from the dataclasses."""
     docs = _docstrings()
@@ -645,7 +708,7 @@ def json_schema() -> dict[str, Any]:
         "required": required,
         "properties": properties,
         "additionalProperties": False,
-        "allOf": _backend_rules(),
+        "allOf": [*_backend_rules(), _abi_rule()],
     }
 
 

@@ -1,4 +1,4 @@
-"""Installing a recipe's pinned toolkit into ptkit's toolchain cache.
+"""Installing a recipe's pinned toolkit, or a torch-mode build's Python, into ptkit's cache.
 
 ``ptkit toolchain install <variant>`` and ``ptkit build`` (when the variant's toolkit is
 missing) call :func:`install_toolchain`: a venv of its own for the recipe's ``[toolkit]
@@ -14,6 +14,16 @@ finish: the first rename wins, the second's copy is dropped.
 The venv was made under its partial name: its own console scripts (``bin/pip``) name
 that folder and do not run; ``bin/python -m pip`` does, and the toolkit's binaries
 (nvcc …) do not care.
+
+:func:`install_build_environment` makes a torch-mode build's Python the same way
+(:mod:`ptkit.release.build_python` says where and what it holds): ``torch==2.13.*`` and
+the build's prerequisites in a venv of its own, complete once ``build-python.json`` is
+written, then renamed into place. Its ``bin/python`` works from the final folder (a
+venv's interpreter finds its environment from its own location, ``pyvenv.cfg``); its
+console scripts, which the stages run (``auditwheel``, ``cmake``), name their
+interpreter in their first line, which is rewritten from the partial folder to the
+final one before the rename (:func:`_move_scripts`). Not on Windows, whose script
+launchers embed the path in an executable.
 """
 
 from __future__ import annotations
@@ -41,10 +51,12 @@ from ptkit.backends.toolchain_cache import (
     toolchains_dir,
 )
 from ptkit.recipes.model import Recipe
+from ptkit.release.build_python import MARKER_FILE, BuildEnvironment
 
 __all__ = [
     "ToolchainError",
     "cuobjdump_missing",
+    "install_build_environment",
     "install_command",
     "install_toolchain",
     "toolchain_spec",
@@ -273,3 +285,96 @@ def install_toolchain(
     if done is None:  # pragma: no cover - just written and renamed
         raise ToolchainError(f"{final} has no readable {METADATA_FILE}", f"remove {final}")
     return done
+
+
+def _site_packages(venv: Path) -> Path | None:
+    found = sorted(venv.glob("lib/python*/site-packages")) or sorted(venv.glob("Lib/site-packages"))
+    return found[-1] if found else None
+
+
+def _move_scripts(venv: Path, final: Path) -> None:
+    """Point the console scripts of ``venv`` (``bin/*``, first line ``#!<venv>/bin/python``)
+    at the interpreter it will have once renamed to ``final``."""
+    old, new = f"#!{venv}/".encode(), f"#!{final}/".encode()
+    for script in (venv / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        if data.startswith(old):
+            script.write_bytes(new + data[len(old) :])
+
+
+def install_build_environment(
+    environment: BuildEnvironment,
+    *,
+    python: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """The Python of ``environment``: the one in the cache, else made now (see the module
+    docstring) with ``python`` (default: this one). ``ToolchainError`` with the fix."""
+    if environment.complete():
+        return environment.python
+    final = environment.path
+    folder = final.parent
+    key = final.name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _remove_stale_partials(folder, key)
+        partial = Path(tempfile.mkdtemp(prefix=f".partial-{key}-", dir=folder))
+    except OSError as exc:
+        raise ToolchainError(
+            f"cannot write ptkit's cache {folder}: {exc.strerror or exc}",
+            "set PTKIT_CACHE_DIR to a folder you can write",
+        ) from exc
+    echo(f"      pip installs into {partial}, renamed to {final} when complete")
+    try:
+        _run_quiet(
+            [python or sys.executable, "-m", "venv", str(partial)],
+            f"`python -m venv` could not make the build environment in {partial}",
+            "install Python's venv module (Debian: apt install python3-venv), or pass "
+            "--build-python with a Python that has the torch and the build's prerequisites",
+        )
+        command = environment.pip_install(str(_venv_python(partial)))
+        # pip's own output and progress go to the terminal: torch is hundreds of MB.
+        try:
+            code = subprocess.run(command, stdin=subprocess.DEVNULL, check=False).returncode
+        except OSError as exc:
+            code, reason = -1, str(exc)
+        else:
+            reason = f"pip exited with {code}; its output is above"
+        if code != 0:
+            where = environment.torch_index_url or "PyPI (or the index pip is configured with)"
+            raise ToolchainError(
+                f"pip could not install {environment.torch_requirement} (from {where}) and "
+                f"the build's prerequisites: {reason}",
+                "check the network and the index (pip reads PIP_INDEX_URL, PIP_EXTRA_INDEX_URL "
+                "and PIP_FIND_LINKS for a mirror or a folder of wheels), or pass "
+                "--build-python with a Python that has that torch and `ptkit[build]`",
+            )
+        site = _site_packages(partial)
+        marker = {
+            "torch": str(environment.torch),
+            "torch_index_url": environment.torch_index_url,
+            "installed": list(_installed(site)) if site else [],
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+        if os.name != "nt":
+            _move_scripts(partial, final)
+        written = partial / f".{MARKER_FILE}.part"
+        written.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        os.replace(written, partial / MARKER_FILE)
+        try:
+            os.rename(partial, final)
+        except OSError:
+            # Another install of the same environment finished first: use its copy.
+            if not environment.complete():
+                raise
+    except OSError as exc:
+        raise ToolchainError(
+            f"cannot complete the build environment in {final}: {exc}",
+            f"remove {final} if an older ptkit left it, and run the command again",
+        ) from exc
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
+    return environment.python

@@ -7,6 +7,8 @@ Modules, one concern each:
   and what they build (``OPS_DISTRIBUTION``, ``OPS_PACKAGE``);
 - ``policy``: the choice (``select_variant``, ``select``), every device rule asked of
   ``ptkit.backends``;
+- ``torch_build``: which build of a torch-mode variant fits the environment's torch, and
+  the torch pin its commands carry;
 - ``commands``: the pip and uv commands for a variant's index (and the pip command
   that replaces an installed variant with another);
 - ``result``: the answer's records and its JSON;
@@ -27,10 +29,12 @@ from ptkit.selection.recipes import (
     OPS_PACKAGE,
     SelectionError,
     load_all_recipes,
+    project_distribution,
     recipes_dir,
 )
 from ptkit.selection.render import render_text
 from ptkit.selection.result import SCHEMA_VERSION, DeviceReport, Selection, VariantCoverage
+from ptkit.selection.torch_build import TorchChoice, choose_torch_build
 
 __all__ = [
     "ENV_INDEX_URL",
@@ -42,9 +46,12 @@ __all__ = [
     "InstallCommands",
     "Selection",
     "SelectionError",
+    "TorchChoice",
     "VariantCoverage",
+    "choose_torch_build",
     "install_commands",
     "load_all_recipes",
+    "project_distribution",
     "recipes_dir",
     "render_text",
     "replace_command",

@@ -19,6 +19,9 @@ cannot disagree about a device.
 
 A build override (``PTKIT_CUDA_ARCHS`` …) does not change the choice: it applies to
 local builds, not to published wheels. A bad one is the same error the build gives.
+
+Then, for a torch-mode variant, which of its builds fits this environment's torch, and
+the torch pin of the commands (:mod:`ptkit.selection.torch_build`).
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ from ptkit.hardware.devices import ProbedDevice, probed_devices
 from ptkit.hardware.facts import IntelGpu, Machine, NvidiaGpu, PlatformFacts
 from ptkit.platforms import release_platform_for
 from ptkit.recipes.model import Recipe, RecipeError
+from ptkit.recipes.torch_builds import installed_torch
 from ptkit.selection.commands import install_commands
-from ptkit.selection.recipes import SelectionError, load_all_recipes, recipes_dir
+from ptkit.selection.recipes import OPS_DISTRIBUTION, SelectionError, load_all_recipes, recipes_dir
 from ptkit.selection.result import DeviceReport, Selection, VariantCoverage
+from ptkit.selection.torch_build import choose_torch_build
 
 __all__ = ["ENV_VARIANT", "select", "select_variant", "wheel_platform"]
 
@@ -233,14 +238,17 @@ def select_variant(
     *,
     index_url: str | None,
     environ: Mapping[str, str] | None = None,
+    torch: str | None = None,
+    distribution: str = OPS_DISTRIBUTION,
 ) -> Selection:
-    """The variant for ``machine`` among ``recipes`` (``load_all_recipes``).
+    """The variant for ``machine`` among ``recipes`` (``load_all_recipes``), and its
+    build for ``torch`` (the environment's torch version; None: no torch).
 
     ``index_url``: the ptkit index root (``<root>/<index-path>/simple`` per variant);
     None leaves the commands out. ``environ``: where ``PTKIT_VARIANT`` and the build
-    overrides are read (default ``os.environ``). Raises ``SelectionError`` for an
-    unknown variant, a bad build override, a bad index URL or recipes without a cpu
-    variant."""
+    overrides are read (default ``os.environ``). ``distribution``: what the recipes
+    build (ptkit-ops'). Raises ``SelectionError`` for an unknown variant, a bad build
+    override, a bad index URL or recipes without a cpu variant."""
     environ = os.environ if environ is None else environ
     override = _variant_override(environ, recipes)
     build_notes = _build_override_notes(environ)
@@ -310,9 +318,14 @@ def select_variant(
         )
 
     chosen = recipes[variant]
+    torch_choice = choose_torch_build(chosen, torch)
+    if torch_choice.note:
+        notes.append(torch_choice.note)
     simple, commands = (None, None)
     if index_url is not None:
-        simple, commands = install_commands(index_url, chosen)
+        simple, commands = install_commands(
+            index_url, chosen, distribution=distribution, torch_pin=torch_choice.pin
+        )
     return Selection(
         variant=variant,
         backend=chosen.backend,
@@ -325,6 +338,9 @@ def select_variant(
         torch_index_url=chosen.torch_index_url or None,
         commands=commands,
         notes=tuple(notes),
+        distribution=distribution,
+        build=torch_choice.build.local_version,
+        torch=torch,
     )
 
 
@@ -337,14 +353,23 @@ def select(
     commands: bool = True,
     timeout_s: float = 3.0,
     platform_facts: PlatformFacts | None = None,
+    torch: str | None = None,
+    distribution: str = OPS_DISTRIBUTION,
 ) -> Selection:
     """``detect()`` then ``select_variant()`` with the recipes of ``recipes_dir()``:
     what ``ptkit select`` runs (the arguments are ``detect()``'s and
-    ``select_variant()``'s)."""
+    ``select_variant()``'s; ``torch`` None: this environment's, read from its metadata)."""
     directory = recipes_directory or recipes_dir()
     try:
         recipes = load_all_recipes(directory)
     except RecipeError as exc:
         raise SelectionError(f"ptkit select: {exc}") from exc
     machine = detect(root, commands=commands, timeout_s=timeout_s, platform_facts=platform_facts)
-    return select_variant(machine, recipes, index_url=index_url, environ=environ)
+    return select_variant(
+        machine,
+        recipes,
+        index_url=index_url,
+        environ=environ,
+        torch=torch if torch is not None else installed_torch(),
+        distribution=distribution,
+    )

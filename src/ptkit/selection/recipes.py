@@ -7,11 +7,24 @@ They are ptkit-ops' recipes (``recipes/`` in the source tree), shipped in the to
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ptkit.recipes.model import Recipe, load_recipes
 
-__all__ = ["OPS_DISTRIBUTION", "OPS_PACKAGE", "SelectionError", "load_all_recipes", "recipes_dir"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "OPS_DISTRIBUTION",
+    "OPS_PACKAGE",
+    "SelectionError",
+    "load_all_recipes",
+    "project_distribution",
+    "recipes_dir",
+]
 
 OPS_DISTRIBUTION = "ptkit-ops"
 """The distribution these recipes build, one wheel per (platform, variant): what the
@@ -40,3 +53,20 @@ def load_all_recipes(directory: Path) -> dict[str, Recipe]:
             "reinstall ptkit, or run from a source checkout that has recipes/"
         )
     return recipes
+
+
+def project_distribution(project: Path) -> str:
+    """The distribution another project's recipes build (``[project] name`` of its
+    pyproject.toml): what ``ptkit select --source`` installs. ``SelectionError`` when
+    the folder is not such a project."""
+    path = project / "pyproject.toml"
+    try:
+        name = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SelectionError(
+            f"ptkit select: --source {project}: cannot read {path} ({exc}); pass the folder "
+            "of a project built with ptkit (its pyproject.toml and recipes/)"
+        ) from exc
+    if not isinstance(name, str) or not name:
+        raise SelectionError(f"ptkit select: --source {project}: {path} has no [project] name")
+    return name

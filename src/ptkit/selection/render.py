@@ -39,6 +39,8 @@ def render_text(selection: Selection) -> str:
         lines.append("Devices: no GPU found")
     lines.append(f"Variant: {selection.variant} ({selection.source})")
     lines.append(f"  {selection.reason}")
+    if selection.build and selection.build != selection.variant:
+        lines.append(f"Build: {selection.distribution} +{selection.build}")
     for note in selection.notes:
         lines.append(f"  note: {note}")
     if selection.commands is None:

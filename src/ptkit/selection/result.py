@@ -64,11 +64,21 @@ class Selection:
     commands: InstallCommands | None
     """None without an index URL (there is no published default to assume)."""
     notes: tuple[str, ...]
+    distribution: str = "ptkit-ops"
+    """What the commands install."""
+    build: str = ""
+    """The chosen build's local label: the variant's (``cu13``), or a torch-mode
+    variant's build for the environment's torch (``cpu.torch2.13``)."""
+    torch: str | None = None
+    """The torch the build was chosen for (the environment's); None: none."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "variant": self.variant,
+            "distribution": self.distribution,
+            "build": self.build,
+            "torch": self.torch,
             "backend": self.backend,
             "source": self.source,
             "reason": self.reason,

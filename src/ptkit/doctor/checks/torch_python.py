@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from ptkit.doctor.checks.advice import PYTORCH_INSTALL, recommended, torch_index_fix
 from ptkit.doctor.checks.base import Problem, check
-from ptkit.doctor.model import PythonFacts, Severity, SmokeFacts, TorchInstall
+from ptkit.doctor.model import PackageFacts, PythonFacts, Severity, SmokeFacts, TorchInstall
 from ptkit.hardware.facts import Machine
+from ptkit.recipes.torch_builds import TorchMinor, split_label
 
 
 def torch_label(torch: TorchInstall) -> str:
@@ -161,3 +162,45 @@ def gil_re_enabled_by_import(python: PythonFacts, smoke: SmokeFacts) -> Iterator
         "ptkit in the --smoke child re-enabled the GIL (an extension module without "
         "free-threading support)"
     )
+
+
+@check(
+    "PTK109",
+    "torch-build-for-another-torch",
+    Severity.ERROR,
+    summary="an installed package's torch-mode build (one wheel per torch minor) is for "
+    "another torch minor than this one",
+    fix="install the package's build for this torch (its version label names the torch: "
+    "+cpu.torch2.13), or the torch it was built for",
+)
+def torch_build_for_another_torch(
+    torch: TorchInstall, packages: Sequence[PackageFacts]
+) -> Iterator[Problem]:
+    """A torch-mode wheel is built against one torch minor's C++ API and requires it
+    (``torch>=2.14,<2.15``); its version label says which (``0.3.0+cpu.torch2.14``). Read
+    from the installed metadata and the loader's decisions: torch is not imported."""
+    here = TorchMinor.parse(torch.version) if torch.location and torch.version else None
+    if here is None:
+        return  # torch missing or broken: PTK101/PTK102
+    for package in packages:
+        public, _, label = package.version.partition("+")
+        base, built_for = split_label(label)
+        if built_for is None or built_for == here:
+            continue
+        distribution = package.distribution or package.name
+        exact = sorted({lib.torch_built_with for lib in package.libraries if lib.torch_built_with})
+        built = f", built with torch {', '.join(exact)}" if exact else ""
+        skipped = [
+            f"the loader skips {lib.library}: {lib.reason}"
+            for lib in package.libraries
+            if lib.status != "loaded"
+        ]
+        loader = "; ".join(skipped) if skipped else "its libraries still load here"
+        yield Problem(
+            f"{distribution} {package.version} is the build for torch {built_for}{built} "
+            f"(it requires {built_for.requirement}), but this is {torch_label(torch)}: {loader}",
+            f"install its build for torch {here}: pip install --force-reinstall --no-deps "
+            f"'{distribution}=={public}+{base}.{here.label}' --index-url <its index>/{base}/simple "
+            f"(`ptkit select --source <project> --index-url <its index>` prints it), or go "
+            f"back to torch {built_for}: pip install 'torch=={built_for}.*'",
+        )

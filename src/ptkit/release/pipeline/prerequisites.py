@@ -40,8 +40,10 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = [
     "BUILD_EXTRA",
+    "TOOLKIT_REQUIRES",
     "Missing",
     "Prerequisite",
+    "build_environment_requirements",
     "check_prerequisites",
     "install_command",
     "missing_prerequisites",
@@ -100,6 +102,34 @@ BUILD_EXTRA: tuple[Prerequisite, ...] = (
     Prerequisite("packaging>=23", ("smoke",), "reads wheel names", module="packaging"),
     Prerequisite("rich>=13", ("build",), "shows the compiler's progress", module="rich"),
 )
+
+
+# The toolkit's own dependencies (toolkit/pyproject.toml's [project] dependencies: a unit
+# test holds them equal), which `python -m ptkit` needs in a build Python of its own.
+TOOLKIT_REQUIRES: tuple[str, ...] = (
+    "click>=8.1",
+    "packaging>=23",
+    "pyelftools>=0.31",
+    "tomli>=2; python_version<'3.11'",
+)
+
+
+def build_environment_requirements() -> list[str]:
+    """What ptkit's build environment for a torch minor holds besides torch
+    (:mod:`ptkit.release.build_python`): the toolkit's dependencies and the build extra,
+    as pip requirements with their platform markers, each once."""
+    extra = [
+        f"{p.requirement}; sys_platform == '{p.platform}'" if p.platform else p.requirement
+        for p in BUILD_EXTRA
+    ]
+    seen: set[str] = set()
+    result = []
+    for text in [*TOOLKIT_REQUIRES, *extra]:
+        name = canonicalize_name(Requirement(text).name)
+        if name not in seen:
+            seen.add(name)
+            result.append(text)
+    return result
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,15 @@
 """The five stages in order: ``run_pipeline`` (all of them) and ``finish_wheel`` (2-5 for
 a wheel built elsewhere), the progress lines, and what makes a build reproducible.
 
-Before the first stage: what the stages need in this Python is checked
-(:mod:`.prerequisites`: one message, one install command), and a recipe toolkit the
-build would not find is installed into ptkit's toolchain cache (:mod:`.provision`)."""
+Before the first stage: which build of the recipe this Python makes
+(:mod:`ptkit.recipes.torch_builds`: the stable one, or for a torch-mode recipe the one
+for this Python's torch, which must be the minor asked for), what the stages need in
+this Python (:mod:`.prerequisites`: one message, one install command), and a recipe
+toolkit the build would not find is installed into ptkit's toolchain cache
+(:mod:`.provision`). After the build stage the wheel must carry that build's label and,
+for a torch-mode build, its torch pin: a project whose version provider is not ptkit's
+would otherwise ship a wheel that claims every torch. A torch-mode build has a build
+folder of its own (``<build root>/torch2.13/``): CMake caches the torch it found."""
 
 from __future__ import annotations
 
@@ -13,11 +19,22 @@ import os
 import shutil
 import subprocess
 import time
+import zipfile
 from collections.abc import Callable
+from email.parser import HeaderParser
 from pathlib import Path
 from typing import TypeVar
 
-from ptkit.recipes.model import Recipe, RecipeError, load_recipe
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from ptkit.recipes.model import Recipe, RecipeError, load_recipe, recipe_path
+from ptkit.recipes.torch_builds import (
+    TorchBuild,
+    TorchBuildError,
+    build_for_environment,
+    recipe_builds,
+)
 from ptkit.release.pipeline import cuda_toolkit
 from ptkit.release.pipeline.audit import audit_stage
 from ptkit.release.pipeline.build import BuiltWheel, build_wheel
@@ -27,6 +44,7 @@ from ptkit.release.pipeline.prerequisites import check_prerequisites
 from ptkit.release.pipeline.provision import provision_toolkit
 from ptkit.release.pipeline.repair import RepairedWheel, repair_wheel
 from ptkit.release.pipeline.smoke import smoke_test
+from ptkit.release.version_provider import ENV_TORCH, installed_torch
 
 __all__ = ["STAGES", "PipelineResult", "finish_wheel", "run_pipeline", "source_date_epoch"]
 
@@ -137,11 +155,90 @@ def _finish(
     digest = hashlib.sha256(repaired.wheel.read_bytes()).hexdigest()
 
     def move() -> tuple[Path, str]:
-        final = publish(repaired.wheel, dist=dist, variant=recipe.name)
+        final = publish(
+            repaired.wheel, dist=dist, variant=recipe.name, keep=_other_builds(recipe, wheel)
+        )
         return final, f"{final} ({final.stat().st_size / 1e6:.2f} MB, sha256 {digest})"
 
     final = steps.run("dist", move)
     return PipelineResult(final, repaired.platform, digest, dict(steps.durations))
+
+
+def _label(wheel: Path) -> str | None:
+    try:
+        local = parse_wheel_filename(wheel.name)[1].local
+    except InvalidWheelFilename:
+        return None
+    return str(local) if local is not None else None
+
+
+def _other_builds(recipe: Recipe, wheel: Path) -> Callable[[Path], bool]:
+    """Which wheels in ``dist/<variant>/`` the new ``wheel`` leaves there: those of the
+    recipe's other builds (a torch-mode recipe's other torch minors)."""
+    others = {b.local_version for b in recipe_builds(recipe)} - {_label(wheel)}
+    return lambda old: _label(old) in others
+
+
+def _this_build(recipe: Recipe, repo: Path, torch: str | None) -> TorchBuild:
+    """The build of ``recipe`` this Python makes (for ``torch``, when given)."""
+    try:
+        return build_for_environment(
+            recipe, installed_torch(), torch, str(recipe_path(recipe.name, repo / "recipes"))
+        )
+    except TorchBuildError as exc:
+        raise BuildError(
+            "build python",
+            recipe.name,
+            str(exc),
+            f"`ptkit build --variant {recipe.name} --torch <minor>` finds or installs a "
+            "Python with that torch; --build-python names one",
+        ) from exc
+
+
+def _metadata(wheel: Path) -> tuple[str, list[str]]:
+    """The version and the ``Requires-Dist`` lines of a wheel's METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        headers = HeaderParser().parsestr(archive.read(name).decode("utf-8", "replace"))
+    return headers.get("Version", ""), headers.get_all("Requires-Dist") or []
+
+
+def _torch_pins(requires: list[str]) -> list[str]:
+    pins = []
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) == "torch":
+            pins.append(str(requirement.specifier))
+    return pins
+
+
+def _wheel_build_problem(wheel: Path, build: TorchBuild) -> str | None:
+    """Why the built ``wheel`` is not ``build``'s: another label, or (torch mode) a
+    torch requirement other than the build's pin. None when it is."""
+    version, requires = _metadata(wheel)
+    label = version.partition("+")[2]
+    if label != build.local_version:
+        return (
+            f"{wheel.name} has the version {version}, but the {build.title} build is "
+            f"labelled +{build.local_version}: the project's version must come from ptkit's "
+            'version provider (provider = "ptkit.release.version_provider" under '
+            "[tool.scikit-build.metadata.version])"
+        )
+    if build.torch_requirement is None:
+        return None
+    pin = str(Requirement(build.torch_requirement).specifier)
+    pins = _torch_pins(requires)
+    if pins != [pin]:
+        found = ", ".join(f"torch{p}" for p in pins) or "no torch requirement"
+        return (
+            f"{wheel.name} requires {found}, but a torch-mode wheel must require exactly "
+            f"{build.torch_requirement} (the torch it was built against): let ptkit's provider "
+            "write the dependencies ([tool.scikit-build.metadata.dependencies], docs/releasing.md)"
+        )
+    return None
 
 
 def _load(variant: str, repo: Path) -> Recipe:
@@ -162,21 +259,30 @@ def run_pipeline(
     require_backend: bool = True,
     compiler_cache: str = "auto",
     echo: Callable[[str], None] = print,
+    torch: str | None = None,
 ) -> PipelineResult:
     """All five stages for ``recipes/<variant>.toml`` of the project ``repo``.
 
     ``build_root`` (default ``repo/build``) holds the CMake build folders, the compiler
     cache and the scratch folder ``pipeline-<variant>``, which is kept on failure.
+    ``torch`` (``"2.13"``): the torch minor a torch-mode recipe is built for, which must
+    be this Python's; None: this Python's torch (or the stable build).
     """
     root = (build_root or repo / "build").resolve()
-    scratch = root / f"pipeline-{variant}"
-    shutil.rmtree(scratch, ignore_errors=True)
+    scratch: Path | None = None  # made once the build is known
     try:
         recipe = _load(variant, repo)  # once: every stage gets this Recipe
+        this = _this_build(recipe, repo, torch)
+        if this.torch is not None:
+            root = root / this.torch.label
+        scratch = root / f"pipeline-{variant}"
+        shutil.rmtree(scratch, ignore_errors=True)
         steps = _Progress(echo)
         env = _reproducible_env(repo)
         epoch = env.get("SOURCE_DATE_EPOCH", "unset (no git: not reproducible)")
-        echo(f"ptkit build {variant}: SOURCE_DATE_EPOCH={epoch}")
+        echo(f"ptkit build {this.title}: SOURCE_DATE_EPOCH={epoch}")
+        if this.torch is not None:
+            env[ENV_TORCH] = str(this.torch)  # the version provider checks it again
         check_prerequisites(variant, STAGES, repo)
         provision_toolkit(recipe, repo, echo=echo, required=require_backend)
 
@@ -191,6 +297,11 @@ def run_pipeline(
                 env=env,
                 echo=echo,
             )
+            problem = _wheel_build_problem(built.wheel, this)
+            if problem is not None:
+                raise BuildError(
+                    "build", variant, problem, "correct pyproject.toml as the message says"
+                )
             return built, f"{built.wheel.name}; {built.cache}"
 
         built = steps.run("build", build)
@@ -199,7 +310,7 @@ def run_pipeline(
         )
     except BuildError as exc:
         exc.untouched = dist / variant
-        exc.kept = scratch if scratch.exists() else None
+        exc.kept = scratch if scratch is not None and scratch.exists() else None
         raise
     shutil.rmtree(scratch, ignore_errors=True)
     total = sum(result.durations.values())
