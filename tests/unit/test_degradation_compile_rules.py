@@ -1,6 +1,7 @@
 """compile_support() against torch's own rules.
 
-Three levels of evidence, each claiming only what it executes:
+ptkit reads torch's refusals from the installed torch's source
+(``ptkit.degradation.torch_guards``); these tests check that reading four ways:
 
 1. the table: each Python / free-threading / torch row gives the expected answer, and
    torch's rule *source* (``check_if_dynamo_supported`` and the guard at the top of
@@ -11,7 +12,11 @@ Three levels of evidence, each claiming only what it executes:
 3. other interpreters on this machine (pyenv's, without torch): torch's rule source runs
    in each, on its real ``sys.version_info`` and ``Py_GIL_DISABLED``, and agrees with the
    prediction made from the facts that interpreter reports. torch.compile itself is not
-   run there: torch is not installed in them.
+   run there: torch is not installed in them;
+4. a torch whose checks differ: patched copies of the installed torch's two guard
+   modules (``torch/__init__.py``, ``torch/_dynamo/eval_frame.py``; named as patched
+   copies, nothing else of torch) in a folder given as ``torch_root``: lifting or adding
+   a refusal there changes ptkit's answer with no change to ptkit.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ import pytest
 import torch
 from support import child_python
 
+from ptkit.degradation.torch_guards import read_guards
 from ptkit.runtime.compiling import compile_support
+
+TORCH_ROOT = Path(torch.__file__).parent
 
 TORCH_315 = "torch.compile is not supported on Python 3.15+"
 TORCH_FT = "torch.compile is not supported on Python < 3.13.3 built with GIL disabled"
@@ -117,11 +125,15 @@ def run_torch_rule(source: str, name: str, version_info: tuple[int, int, int], g
     return None
 
 
-def test_the_table_has_every_rule_torch_has() -> None:
-    """If torch adds a refusal (a new Python ceiling, a platform), this fails first."""
-    for name, source in torch_rule_sources().items():
-        raises = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Raise)]
-        assert len(raises) == 2, f"{name} now has {len(raises)} refusals:\n{source}"
+def test_every_refusal_torch_raises_is_read() -> None:
+    """Each environment check of the installed torch (a raise whose condition names no
+    argument of torch.compile) is one guard ptkit evaluates, none left unreadable."""
+    guards = read_guards(TORCH_ROOT)
+    raises = 0
+    for source in torch_rule_sources().values():
+        raises += sum(isinstance(n, ast.Raise) for n in ast.walk(ast.parse(source)))
+    assert len(guards.guards) == raises, guards
+    assert guards.unreadable == () and guards.missing == ()
 
 
 @pytest.mark.parametrize(
@@ -271,7 +283,16 @@ def test_to_json_is_json() -> None:
     assert document["supported"] is False
     assert TORCH_315 in document["reason"]
     assert document["facts"]["python"] == "3.15.0t"
-    assert set(document) == {"supported", "reason", "gpu_codegen", "gpu_reason", "facts"}
+    assert set(document) == {
+        "supported",
+        "reason",
+        "gpu_codegen",
+        "gpu_reason",
+        "cpu_codegen",
+        "cpu_reason",
+        "checks_read",
+        "facts",
+    }
 
 
 def test_bad_facts_are_rejected_with_the_function_name() -> None:
@@ -279,3 +300,117 @@ def test_bad_facts_are_rejected_with_the_function_name() -> None:
         compile_support(python=(3, 15))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"compile_support: torch_version .* got 'latest'"):
         compile_support(torch_version="latest")
+
+
+# ---- a torch whose checks differ: patched copies of its guard modules ----------------
+
+
+def patched_torch(tmp_path: Path, edit: dict[str, str], extra: str = "") -> Path:
+    """A folder holding patched copies of the installed torch's two guard modules (every
+    ``old`` of ``edit`` replaced by its ``new``; ``extra`` appended to eval_frame's check):
+    a torch root for compile_support(torch_root=...), nothing else of torch."""
+    root = tmp_path / "patched-torch"
+    (root / "_dynamo").mkdir(parents=True)
+    for relative in ("__init__.py", "_dynamo/eval_frame.py"):
+        text = (TORCH_ROOT / relative).read_text()
+        for old, new in edit.items():
+            assert old in text, f"{old!r} is no longer in torch/{relative}: re-read it"
+            text = text.replace(old, new)
+        if extra and relative.endswith("eval_frame.py"):
+            text = text.replace(
+                "def check_if_dynamo_supported() -> None:\n",
+                f"def check_if_dynamo_supported() -> None:\n{extra}",
+            )
+        (root / relative).write_text(text)
+    return root
+
+
+def predict_with(root: Path, python: tuple[int, int, int], gil: bool = False):
+    return compile_support(
+        python=python,
+        gil_disabled=gil,
+        torch_version="2.14.1",
+        platform="linux",
+        triton_available=False,
+        device_types=("cpu",),
+        torch_root=root,
+    )
+
+
+def test_a_torch_that_lifts_the_315_refusal_compiles_on_315(tmp_path: Path) -> None:
+    assert not predict_with(TORCH_ROOT, (3, 15, 2)).supported  # the installed torch 2.14
+    lifted = patched_torch(tmp_path, {"sys.version_info >= (3, 15)": "sys.version_info >= (3, 16)"})
+    result = predict_with(lifted, (3, 15, 2))
+    assert result.supported, result.reason
+    assert str(lifted) in result.reason
+    assert not predict_with(lifted, (3, 16, 0)).supported
+
+
+def test_a_torch_that_adds_a_refusal_is_refused_with_its_words(tmp_path: Path) -> None:
+    stricter = patched_torch(
+        tmp_path,
+        {},
+        extra='    if sys.platform == "linux" and sys.version_info[:2] == (3, 11):\n'
+        '        raise RuntimeError("patched copy: no torch.compile on Linux CPython 3.11")\n',
+    )
+    result = predict_with(stricter, (3, 11, 7))
+    assert not result.supported
+    assert "patched copy: no torch.compile on Linux CPython 3.11" in result.reason
+    assert "torch/_dynamo/eval_frame.py:" in result.reason
+    assert predict_with(stricter, (3, 12, 1)).supported
+
+
+def test_a_check_ptkit_cannot_evaluate_is_named_and_left_to_torch(tmp_path: Path) -> None:
+    odd = patched_torch(
+        tmp_path,
+        {},
+        extra='    if os.environ.get("PATCHED_REFUSAL"):\n'
+        '        raise RuntimeError("patched copy: refused by environment")\n',
+    )
+    result = predict_with(odd, (3, 11, 7))
+    assert result.supported and result.checks_read is False
+    assert "not evaluated: torch/_dynamo/eval_frame.py:" in result.reason
+    assert "os.environ.get" in result.reason
+
+
+def test_inductors_cpu_prerequisites() -> None:
+    def with_(cxx: str | None, python_h: bool):
+        return compile_support(
+            python=(3, 12, 1),
+            gil_disabled=False,
+            torch_version="2.14.1",
+            platform="linux",
+            triton_available=False,
+            device_types=("cpu",),
+            cxx=cxx,
+            python_h=python_h,
+        )
+
+    assert with_("/usr/bin/g++", True).cpu_codegen
+    no_compiler = with_(None, True)
+    assert no_compiler.supported and not no_compiler.cpu_codegen
+    assert "C++ compiler" in no_compiler.cpu_reason and "apt install g++" in no_compiler.cpu_reason
+    no_headers = with_("/usr/bin/g++", False)
+    assert not no_headers.cpu_codegen and "Python.h" in no_headers.cpu_reason
+
+
+def test_ptkit_compile_runs_a_cpu_model_eagerly_without_a_cxx_compiler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ptkit
+    from ptkit.runtime import compiling
+
+    here = compile_support()
+    monkeypatch.setattr(
+        compiling,
+        "compile_support",
+        lambda: compiling.compile_rules.compile_support(
+            torch_version=here.facts.torch_version,
+            device_types=("cpu",),
+            torch_root=TORCH_ROOT,
+            cxx=None,
+        ),
+    )
+    model = torch.nn.Linear(2, 2)
+    with pytest.warns(RuntimeWarning, match=r"ptkit.compile: Inductor cannot compile CPU graphs"):
+        assert ptkit.compile(model) is model

@@ -41,8 +41,9 @@ FUNCTIONS: dict[str, str] = {
     "compile_support": (
         "(*, python: 'tuple[int, int, int] | None' = None, gil_disabled: 'bool | None' = None, "
         "torch_version: 'str | None' = None, platform: 'str | None' = None, "
-        "triton_available: 'bool | None' = None, device_types: 'tuple[str, ...] | None' = None)"
-        " -> 'CompileSupport'"
+        "triton_available: 'bool | None' = None, device_types: 'tuple[str, ...] | None' = None, "
+        "torch_root: 'Path | None' = None, cxx: \"str | Literal['find'] | None\" = 'find', "
+        "python_h: 'bool | None' = None) -> 'CompileSupport'"
     ),
     "explain": "(package: 'str | None' = None) -> 'list[OpRoute]'",
     "format_explain": "(package: 'str | None' = None) -> 'str'",
@@ -84,7 +85,16 @@ RECORDS: dict[str, tuple[str, ...]] = {
         "problems",
         "cpu_isa_cap",
     ),
-    "CompileSupport": ("supported", "reason", "gpu_codegen", "gpu_reason", "facts"),
+    "CompileSupport": (
+        "supported",
+        "reason",
+        "gpu_codegen",
+        "gpu_reason",
+        "facts",
+        "cpu_codegen",
+        "cpu_reason",
+        "checks_read",
+    ),
     "RuntimeProfile": (
         "python",
         "torch",

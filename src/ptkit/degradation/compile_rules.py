@@ -1,32 +1,45 @@
-"""Can ``torch.compile`` run here, and can Inductor generate code for the GPUs present?
+"""Can ``torch.compile`` run here, and can Inductor generate code for the devices present?
 
-``compile_support()`` answers from facts (Python version, free-threading, torch version,
-Triton, device types) rather than by compiling, so that ``ptkit.compile`` and the
-runtime profile can decide cheaply and say why. The facts default to this process;
-passing them explicitly predicts the answer for another interpreter.
+``compile_support()`` answers from facts (Python version, free-threading, platform,
+torch version, a C++ compiler, ``Python.h``, Triton, device types) rather than by
+compiling, so that ``ptkit.compile``, the runtime profile and the doctor can decide
+cheaply and say why. The facts default to this process; passing them explicitly
+predicts the answer for another interpreter.
 
-The rules are torch 2.14's own (``torch.compile`` in ``torch/__init__.py`` and
-``check_if_dynamo_supported`` in ``torch/_dynamo/eval_frame.py``) and live in one
-table, ``_REFUSALS``, below. torch 2.14 refuses no platform: on Linux, Windows and
-macOS, Inductor compiles CPU graphs to C++ (a C++ compiler is needed at the first call,
-which is not a rule torch checks up front). Older torch releases were stricter (torch 2.1 refused
-Windows and Python 3.12, for example); those historical ceilings are not modelled:
-ptkit needs torch >= 2.10, and tests/unit/test_compile_support.py checks the table
-against the torch that is installed.
+Whether torch.compile runs is torch's own decision, read from the installed torch
+(``ptkit.degradation.torch_guards``: the ``if …: raise RuntimeError`` checks at the top
+of ``torch.compile`` and in ``check_if_dynamo_supported``), never a table of one torch
+release: a torch that lifts or adds a refusal changes the answer with no change here.
+What torch does not check up front, Inductor needs at the first call: a C++ compiler
+(``$CXX``, else ``g++``, ``clang++`` on macOS, ``cl`` on Windows, as
+``torch._inductor.config.cpp.cxx``) and the running Python's ``Python.h`` for CPU
+graphs, Triton for CUDA, ROCm and XPU graphs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+import shutil
 import sys
 import sysconfig
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["CompileFacts", "CompileSupport", "compile_support", "decide"]
+from ptkit.degradation.torch_guards import GuardFacts, TorchGuards, read_guards
+
+__all__ = [
+    "CompileFacts",
+    "CompileSupport",
+    "compile_support",
+    "decide",
+    "inductor_cxx",
+    "installed_torch_root",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +53,9 @@ class CompileFacts:
     triton_available: bool
     # "cpu" first, then the accelerator device types that have a device ("cuda" also on ROCm).
     device_types: tuple[str, ...]
+    # The C++ compiler Inductor would run (its path), or None; whether Python.h is there.
+    cxx: str | None = None
+    python_h: bool = True
 
     @property
     def python_label(self) -> str:
@@ -54,41 +70,10 @@ class CompileFacts:
             "platform": self.platform,
             "triton_available": self.triton_available,
             "device_types": list(self.device_types),
+            "cxx": self.cxx,
+            "python_h": self.python_h,
         }
 
-
-@dataclasses.dataclass(frozen=True)
-class _Refusal:
-    """One of torch's reasons to refuse ``torch.compile``; ``message`` quotes torch."""
-
-    applies: Callable[[CompileFacts, Version], bool]
-    message: str
-
-
-# torch's refusals, in the order torch checks them. The first that applies decides.
-_REFUSALS: tuple[_Refusal, ...] = (
-    # torch.compile appeared in torch 2.0 (torch 1.x has no such function at all).
-    _Refusal(
-        lambda facts, torch_version: torch_version.release < (2, 0),
-        "torch.compile does not exist before torch 2.0",
-    ),
-    # torch/__init__.py, compile():
-    #     if sys.version_info >= (3, 15):
-    #         raise RuntimeError("torch.compile is not supported on Python 3.15+")
-    # (check_if_dynamo_supported says "Python 3.15+ not yet supported for torch.compile".)
-    _Refusal(
-        lambda facts, torch_version: facts.python >= (3, 15),
-        "torch.compile is not supported on Python 3.15+",
-    ),
-    # torch/__init__.py, compile(), and torch/_dynamo/eval_frame.py, check_if_dynamo_supported():
-    #     elif sysconfig.get_config_var("Py_GIL_DISABLED") == 1 and sys.version_info < (3, 13, 3):
-    #         raise RuntimeError("torch.compile is not supported on Python < 3.13.3 built with GIL disabled. ...")
-    _Refusal(
-        lambda facts, torch_version: facts.gil_disabled and facts.python < (3, 13, 3),
-        "torch.compile is not supported on Python < 3.13.3 built with GIL disabled. "
-        "Please use Python 3.13.3+.",
-    ),
-)
 
 # How Inductor generates code per device type when torch.compile runs at all. CPU: C++
 # (with OpenMP), on Linux, Windows and macOS alike, no Triton needed. CUDA and ROCm (both
@@ -112,6 +97,12 @@ class CompileSupport:
     gpu_codegen: bool
     gpu_reason: str
     facts: CompileFacts
+    # Inductor's CPU backend: C++ code, needing a C++ compiler and Python.h.
+    cpu_codegen: bool = True
+    cpu_reason: str = ""
+    # Every one of torch's checks was read and evaluated: ``supported`` is torch's answer,
+    # not a guess (where False, torch.compile itself has the last word).
+    checks_read: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +110,9 @@ class CompileSupport:
             "reason": self.reason,
             "gpu_codegen": self.gpu_codegen,
             "gpu_reason": self.gpu_reason,
+            "cpu_codegen": self.cpu_codegen,
+            "cpu_reason": self.cpu_reason,
+            "checks_read": self.checks_read,
             "facts": self.facts.to_json(),
         }
 
@@ -131,40 +125,108 @@ def compile_support(
     gil_disabled: bool | None = None,
     platform: str | None = None,
     triton_available: bool | None = None,
+    torch_root: Path | None = None,
+    cxx: str | Literal["find"] | None = "find",
+    python_h: bool | None = None,
 ) -> CompileSupport:
     """Predict what ``torch.compile`` does with these facts; each optional one left out is
-    read from this process (``ptkit.runtime.compile_support`` reads torch's too). Nothing
-    is compiled, so this is cheap enough to call per decision."""
+    read from this process (``ptkit.runtime.compile_support`` reads torch's too), and
+    torch's checks from ``torch_root`` (default: the torch this Python would import,
+    found without importing it). Nothing is compiled, so this is cheap enough to call per
+    decision."""
+    platform = platform if platform is not None else sys.platform
     facts = CompileFacts(
         python=_check_python(python) if python is not None else _this_python(),
         gil_disabled=gil_disabled if gil_disabled is not None else _this_gil_disabled(),
         torch_version=torch_version,
-        platform=platform if platform is not None else sys.platform,
+        platform=platform,
         triton_available=(
             triton_available
             if triton_available is not None
             else importlib.util.find_spec("triton") is not None
         ),
         device_types=device_types,
+        cxx=inductor_cxx(platform) if cxx == "find" else cxx,
+        python_h=python_h if python_h is not None else _python_h_here(),
     )
-    return decide(facts)
+    root = torch_root if torch_root is not None else installed_torch_root()
+    return decide(facts, read_guards(root) if root is not None else None)
 
 
-def decide(facts: CompileFacts) -> CompileSupport:
-    """Apply ``_REFUSALS`` and ``_GPU_CODEGEN`` to ``facts``."""
+def decide(facts: CompileFacts, guards: TorchGuards | None) -> CompileSupport:
+    """torch's checks (``guards``, None where no torch could be read) and Inductor's
+    prerequisites, applied to ``facts``."""
     torch_version = _parse_torch_version(facts.torch_version)
     where = f"Python {facts.python_label}, torch {facts.torch_version}, {facts.platform}"
-    for refusal in _REFUSALS:
-        if refusal.applies(facts, torch_version):
-            reason = f"{refusal.message} ({where})"
-            return CompileSupport(False, reason, False, f"no code generation: {reason}", facts)
-    reason = (
-        f"torch.compile runs here ({where}): none of torch's refusals applies "
-        "(Python 3.15+; free-threaded Python before 3.13.3; torch before 2.0); "
-        "Inductor generates C++ for CPU graphs, without Triton"
-    )
+    refusal: str | None = None
+    if torch_version.release < (2, 0):
+        refusal = "torch.compile does not exist before torch 2.0"
+    elif guards is not None:
+        hit = guards.refusal(GuardFacts(facts.python, facts.gil_disabled, facts.platform))
+        if hit is not None:
+            refusal = f"{hit.message} (torch's check at {hit.source}: {hit.condition})"
+        elif any(m.endswith(":compile") for m in guards.missing):
+            refusal = f"this torch ({guards.torch_root}) has no torch.compile"
+    if refusal is not None:
+        reason = f"{refusal} ({where})"
+        return CompileSupport(
+            False, reason, False, f"no code generation: {reason}", facts, False, reason
+        )
+    if guards is None:
+        checked = "torch's own checks could not be read (no torch found without importing it)"
+    else:
+        checked = f"none of {guards.describe()} refuses"
+        if guards.unreadable:
+            checked += "; not evaluated: " + "; ".join(
+                f"{u.source} ({u.condition}: {u.why})" for u in guards.unreadable
+            )
+    reason = f"torch.compile runs here ({where}): {checked}"
     gpu_codegen, gpu_reason = _gpu_codegen(facts)
-    return CompileSupport(True, reason, gpu_codegen, gpu_reason, facts)
+    cpu_codegen, cpu_reason = _cpu_codegen(facts)
+    read = guards is not None and not guards.unreadable and not guards.missing
+    return CompileSupport(
+        True, reason, gpu_codegen, gpu_reason, facts, cpu_codegen, cpu_reason, read
+    )
+
+
+def installed_torch_root() -> Path | None:
+    """The folder of the torch this Python would import, found without importing it."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def inductor_cxx(platform: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The C++ compiler Inductor's CPU backend would run (``torch._inductor.config.cpp.cxx``:
+    ``$CXX``, else ``g++``; ``clang++`` on macOS; ``cl`` on Windows), as a path, or None."""
+    env = os.environ if environ is None else environ
+    default = "cl" if platform == "win32" else "clang++" if platform == "darwin" else "g++"
+    return shutil.which(env.get("CXX") or default, path=env.get("PATH"))
+
+
+def _python_h_here() -> bool:
+    include = sysconfig.get_paths().get("include")
+    return include is not None and (Path(include) / "Python.h").is_file()
+
+
+def _cpu_codegen(facts: CompileFacts) -> tuple[bool, str]:
+    """CPU graphs: Inductor writes C++ and builds it as a Python extension at the first
+    call; without a compiler it raises InvalidCxxCompiler, without Python.h CppCompileError."""
+    missing = []
+    if facts.cxx is None:
+        missing.append(
+            "a C++ compiler (Inductor runs $CXX, else g++ / clang++ on macOS / cl on Windows, "
+            "and finds none here): install one, e.g. `apt install g++`, or set CXX"
+        )
+    if not facts.python_h:
+        missing.append(
+            "Python.h for this Python (Inductor builds its C++ as an extension of it): install "
+            "the headers, e.g. `apt install python3-dev` or python.org's build"
+        )
+    if missing:
+        return False, "Inductor cannot compile CPU graphs here: it needs " + "; and ".join(missing)
+    return True, f"Inductor compiles CPU graphs to C++ with {facts.cxx}"
 
 
 def _gpu_codegen(facts: CompileFacts) -> tuple[bool, str]:

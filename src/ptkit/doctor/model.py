@@ -80,6 +80,9 @@ class TorchInstall:
         str, ...
     ]  # every libcudart.so.* in torch's and nvidia's folders and on LD_LIBRARY_PATH
     problems: tuple[str, ...]  # e.g. "torch/version.py is missing: a broken or fake torch"
+    # Inductor's CPU backend here (a C++ compiler, Python.h): compile_rules' verdict.
+    compile_cpu_codegen: bool | None = None
+    compile_cpu_reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

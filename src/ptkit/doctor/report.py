@@ -168,6 +168,8 @@ def _torch(w: _Writer, facts: Facts) -> None:
     w.line(
         f"torch.compile: {compile_text}" + (f" ({t.compile_reason})" if t.compile_reason else "")
     )
+    if t.compile_cpu_reason:
+        w.line(f"Inductor CPU code: {t.compile_cpu_reason}")
     if t.cuda_runtimes:
         w.line(f"libcudart: {', '.join(t.cuda_runtimes)}")
     for problem in t.problems:

@@ -1,17 +1,22 @@
 """``ptkit.compile``: ``torch.compile`` where it can run, the original callable where it
 cannot, and optionally eager execution where the compiler fails.
 
-Why: ptkit ships one wheel for every CPython >= 3.10 and 3.15t, but torch 2.14 refuses
-``torch.compile`` on Python 3.15+ and on free-threaded Python before 3.13.3. Code that
-calls ``ptkit.compile`` runs everywhere, and says (one ``RuntimeWarning``) where it
-runs eagerly and why.
+Why: ptkit ships one wheel for every CPython >= 3.10 and 3.15t, but a torch release may
+refuse ``torch.compile`` on some of them (torch 2.14: Python 3.15+ and free-threaded
+Python before 3.13.3; torch 2.15 lifted the first), and Inductor's CPU backend needs a
+C++ compiler and ``Python.h``. Code that calls ``ptkit.compile`` runs everywhere, and
+says (one ``RuntimeWarning``) where it runs eagerly and why. The refusals are the
+installed torch's own checks, read from its source (``ptkit.degradation.torch_guards``).
 
 Decisions, in order:
 
-1. ``ptkit.runtime.compile_support()`` says torch.compile cannot run
-   here: the original callable is returned unchanged (an ``nn.Module`` is the same
-   object), with one ``RuntimeWarning`` starting ``ptkit.compile:`` and naming torch's
-   reason. This happens whatever ``fallback`` says: there is no compiler to fail.
+1. ``ptkit.runtime.compile_support()`` says torch.compile cannot run here (one of the
+   installed torch's checks refuses), or Inductor could not compile the CPU graphs of a
+   machine without GPUs (no C++ compiler, no ``Python.h``): the original callable is
+   returned unchanged (an ``nn.Module`` is the same object), with one
+   ``RuntimeWarning`` starting ``ptkit.compile:`` and naming the reason. This happens
+   whatever ``fallback`` says: there is no compiler to fail. Where torch's checks could
+   not be read and ``torch.compile(...)`` itself refuses (a RuntimeError), the same.
 2. ``fallback="raise"`` (the default): ``torch.compile(model_or_fn, **kwargs)`` is
    returned as is; compiler failures raise as torch raises them.
 3. ``fallback="eager"``: a wrapper (``EagerFallback``) calls the compiled callable; when
@@ -41,6 +46,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 import torch
@@ -74,9 +80,13 @@ def compile_support(
     platform: str | None = None,
     triton_available: bool | None = None,
     device_types: tuple[str, ...] | None = None,
+    torch_root: Path | None = None,
+    cxx: str | Literal["find"] | None = "find",
+    python_h: bool | None = None,
 ) -> CompileSupport:
     """Predict what ``torch.compile`` does with these facts; each one left out is read
-    from this process and its torch (``ptkit.degradation.compile_rules`` decides)."""
+    from this process and its torch (``ptkit.degradation.compile_rules`` decides, from
+    torch's own checks in ``torch_root``, default the imported torch's folder)."""
     return compile_rules.compile_support(
         python=python,
         gil_disabled=gil_disabled,
@@ -84,6 +94,9 @@ def compile_support(
         platform=platform,
         triton_available=triton_available,
         device_types=device_types if device_types is not None else _device_types(),
+        torch_root=torch_root if torch_root is not None else Path(torch.__file__).parent,
+        cxx=cxx,
+        python_h=python_h,
     )
 
 
@@ -125,15 +138,30 @@ def compile(
         )
     # Looked up on the module at each call so that tests can substitute the decision.
     support = compile_support()
-    if not support.supported:
+    cpu_only = support.facts.device_types == ("cpu",)
+    inductor = kwargs.get("backend", "inductor") == "inductor"
+    why_eager = (
+        support.reason
+        if not support.supported
+        else support.cpu_reason
+        if cpu_only and inductor and not support.cpu_codegen
+        else None
+    )
+    if why_eager is None:
+        try:
+            compiled: Callable[P, R] = torch.compile(model_or_fn, **kwargs)
+        except RuntimeError as error:
+            if support.checks_read:
+                raise  # a mistake in the call: torch's checks were read and none refuses
+            why_eager = f"torch.compile refused: {_first_line(error)}"
+    if why_eager is not None:
         warnings.warn(
-            f"ptkit.compile: {support.reason}; {_name(model_or_fn)} runs eagerly",
+            f"ptkit.compile: {why_eager}; {_name(model_or_fn)} runs eagerly",
             RuntimeWarning,
             stacklevel=2,
         )
-        _remember(model_or_fn, CompileState("eager", support.reason, fallback, support))
+        _remember(model_or_fn, CompileState("eager", why_eager, fallback, support))
         return model_or_fn
-    compiled: Callable[P, R] = torch.compile(model_or_fn, **kwargs)
     state = CompileState("compiled", support.reason, fallback, support)
     if fallback == "raise":
         _remember(compiled, state)

@@ -112,8 +112,8 @@ def torch_without_rocm_on_amd(torch: TorchInstall, machine: Machine) -> Iterator
     "torch-compile-unavailable",
     Severity.WARNING,
     summary="torch.compile does not run on this Python (ptkit.compile falls back to eager)",
-    fix="use a Python that torch.compile supports (e.g. CPython 3.13.3+ or 3.12), or keep "
-    "ptkit.compile(), which runs the model eagerly with one warning",
+    fix="use a Python that the installed torch's torch.compile supports (its check is quoted "
+    "above), or keep ptkit.compile(), which runs the model eagerly with one warning",
 )
 def compile_unavailable(
     torch: TorchInstall, python: PythonFacts | None = None
@@ -125,6 +125,22 @@ def compile_unavailable(
         f"torch.compile is unavailable with {torch_label(torch)} on Python {version}: "
         f"{torch.compile_reason or 'no reason given'}"
     )
+
+
+@check(
+    "PTK110",
+    "inductor-cannot-build-cpu-code",
+    Severity.WARNING,
+    summary="torch.compile runs, but Inductor cannot build C++ for CPU graphs here "
+    "(no C++ compiler, or no Python.h for this Python)",
+    fix="install what the finding names (e.g. `apt install g++ python3-dev`), or set CXX; "
+    "until then ptkit.compile runs CPU-only models eagerly with one warning",
+)
+def inductor_cpu_prerequisites(torch: TorchInstall) -> Iterator[Problem]:
+    if torch.location is None or not torch.compile_supported:
+        return
+    if torch.compile_cpu_codegen is False:
+        yield Problem(torch.compile_cpu_reason or "Inductor's CPU prerequisites are missing")
 
 
 @check(

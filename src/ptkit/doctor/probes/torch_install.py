@@ -179,14 +179,18 @@ def cuda_runtimes(
     return tuple(found)
 
 
-def _compile_verdict(version: str | None, paths: Sequence[str]) -> tuple[bool | None, str | None]:
+def _compile_verdict(
+    version: str | None, paths: Sequence[str], location: Path
+) -> tuple[bool | None, str | None, bool | None, str | None]:
+    """torch.compile's verdict (torch's own checks, read from the files at ``location``)
+    and Inductor's CPU prerequisites, each with its reason."""
     if version is None:
-        return None, "not evaluated: torch's version is unknown"
+        return None, "not evaluated: torch's version is unknown", None, None
     from ptkit.degradation.compile_rules import compile_support
 
     triton = any((Path(p or ".") / "triton" / "__init__.py").is_file() for p in paths)
     try:
-        # Every fact is given, so compile_support imports nothing (no torch).
+        # Every fact is given or read from files, so compile_support imports no torch.
         support = compile_support(
             python=(sys.version_info[0], sys.version_info[1], sys.version_info[2]),
             gil_disabled=sysconfig.get_config_var("Py_GIL_DISABLED") == 1,
@@ -194,10 +198,11 @@ def _compile_verdict(version: str | None, paths: Sequence[str]) -> tuple[bool | 
             platform=sys.platform,
             triton_available=triton,
             device_types=("cpu",),
+            torch_root=location,
         )
     except ValueError as exc:  # a version that is not PEP 440
-        return None, str(exc)
-    return support.supported, support.reason
+        return None, str(exc), None, None
+    return support.supported, support.reason, support.cpu_codegen, support.cpu_reason
 
 
 def probe_torch(
@@ -259,7 +264,7 @@ def probe_torch(
                 f"{location.parent} from PYTHONPATH (or sys.path) if that one is meant"
             )
     version = file_version or meta_version
-    supported, reason = _compile_verdict(version, search)
+    supported, reason, cpu_codegen, cpu_reason = _compile_verdict(version, search, location)
     return TorchInstall(
         location=str(location),
         version=version,
@@ -271,4 +276,6 @@ def probe_torch(
         compile_reason=reason,
         cuda_runtimes=cuda_runtimes(location, search, env),
         problems=tuple(problems),
+        compile_cpu_codegen=cpu_codegen,
+        compile_cpu_reason=cpu_reason,
     )
