@@ -583,3 +583,85 @@ def test_without_recipes_a_torch_minor_label_keeps_its_variant(tmp_path):
     assert inspect_wheel(wheel).variant == "cpu"
     (result,) = build_index([wheel], tmp_path / "site")
     assert result.index_path == "cpu"
+
+
+def test_a_second_spelling_of_a_published_release_is_refused(tmp_path):
+    """pip sees PTKIT-0.1.0+cpu and ptkit-0.1.0.0+cpu as ptkit 0.1.0+cpu: one file per
+    (name, version, tags), whatever the bytes."""
+    out = tmp_path / "site"
+    build_index([make_wheel(tmp_path / "a", "alpha", "1.0+cpu")], out, recipes_dir=RECIPES)
+    for folder, spelling in (
+        ("b", "ALPHA-1.0+cpu-py3-none-any.whl"),
+        ("c", "alpha-1.0.0+cpu-py3-none-any.whl"),
+    ):
+        respelt = make_wheel(tmp_path / folder, "alpha", "1.0+cpu", filename=spelling)
+        _refused(
+            tmp_path,
+            [respelt],
+            f"{spelling} and alpha-1.0+cpu-py3-none-any.whl are one release to installers",
+            out=out,
+        )
+
+
+def test_a_killed_runs_half_written_generation_is_removed_by_the_next(tmp_path):
+    out = tmp_path / "site"
+    build_index([make_wheel(tmp_path / "a", "alpha", "1.0+cpu")], out, recipes_dir=RECIPES)
+    stale = out / ".generations" / "cpu" / ".tmp-killed"
+    (stale / "files").mkdir(parents=True)
+    (stale / "files" / "big.whl").write_bytes(b"x" * 1000)
+    build_index([make_wheel(tmp_path / "b", "beta", "1.0+cpu")], out, recipes_dir=RECIPES)
+    assert not stale.exists()
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        ("C:/evil.py", "'C:/evil.py' would be written outside the install folder"),
+        ("alpha/link", "'alpha/link' is a symbolic link, not a file"),
+        ("alpha/fifo", "'alpha/fifo' is a device or other special file"),
+    ],
+)
+def test_hostile_archive_entries_are_refused(tmp_path, entry, needle):
+    import stat
+    import zipfile
+
+    wheel = make_wheel(tmp_path / "a", "alpha", "1.0+cpu")
+    with zipfile.ZipFile(wheel, "a") as archive:
+        info = zipfile.ZipInfo(entry)
+        if entry.endswith("link"):
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        elif entry.endswith("fifo"):
+            info.external_attr = (stat.S_IFIFO | 0o644) << 16
+        archive.writestr(info, "/lib/x86_64-linux-gnu/libc.so.6")
+    _refused(tmp_path, [wheel], needle)
+
+
+def test_a_duplicated_metadata_entry_is_refused(tmp_path):
+    import warnings
+    import zipfile
+
+    wheel = make_wheel(tmp_path / "a", "alpha", "1.0+cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
+        with zipfile.ZipFile(wheel, "a") as archive:
+            archive.writestr("alpha-1.0+cpu.dist-info/METADATA", "Requires-Dist: injected\n")
+    _refused(tmp_path, [wheel], "holds 'alpha-1.0+cpu.dist-info/METADATA' twice")
+
+
+def test_metadata_that_inflates_beyond_the_limit_is_refused_before_it_is_read(tmp_path):
+    import zipfile
+
+    wheel = make_wheel(tmp_path / "a", "alpha", "1.0+cpu")
+    bloated = tmp_path / "b" / wheel.name
+    bloated.parent.mkdir()
+    with (
+        zipfile.ZipFile(wheel) as source,
+        zipfile.ZipFile(bloated, "w", zipfile.ZIP_DEFLATED) as out,
+    ):
+        for info in source.infolist():
+            if info.filename.endswith("METADATA"):
+                out.writestr(info.filename, source.read(info) + b"\n" * (8 << 20))
+            else:
+                out.writestr(info, source.read(info))
+    assert bloated.stat().st_size < 1 << 20
+    _refused(tmp_path, [bloated], "METADATA inflates to more than 4194304 bytes")

@@ -92,3 +92,72 @@ def test_server_never_serves_outside_its_root(tmp_path):
             assert status == 404, path
             assert b"secret" not in body
         assert get(server.url + "/missing/")[0] == 404
+
+
+def test_only_what_the_index_publishes_is_served(tmp_path):
+    out = tmp_path / "site"
+    wheel = make_wheel(tmp_path / "in", "alpha", "1.0+cpu")
+    build_index([wheel], out, recipes_dir=REPO / "recipes")
+    (out / ".generations" / "cpu" / ".tmp-half").mkdir()
+    generation = next(p for p in (out / ".generations" / "cpu").iterdir() if p.name != ".tmp-half")
+    with running_server(out) as server:
+        assert get(f"{server.url}/cpu/files/{wheel.name}")[0] == 200
+        for path in (
+            "/.ptkit-index.lock",
+            "/.generations/",
+            f"/.generations/cpu/{generation.name}/simple/",
+            "/.generations/cpu/.tmp-half/",
+            "/cpu/.hidden",
+        ):
+            assert get(server.url + path)[0] == 404, path
+
+
+def test_malformed_paths_get_a_400_not_a_dropped_connection(tmp_path):
+    out = tmp_path / "site"
+    build_index(
+        [make_wheel(tmp_path / "in", "alpha", "1.0+cpu")], out, recipes_dir=REPO / "recipes"
+    )
+    with running_server(out) as server:
+        assert get(server.url + "/cpu/simple/%00/")[0] == 400
+        assert get(server.url + "/cpu/" + "a" * 300 + "/")[0] == 400
+        assert get(server.url + "/cpu/simple/")[0] == 200  # and the server still answers
+
+
+def test_format_parameter_is_read_as_pep_691_writes_it(tmp_path):
+    out = tmp_path / "site"
+    build_index(
+        [make_wheel(tmp_path / "in", "alpha", "1.0+cpu")], out, recipes_dir=REPO / "recipes"
+    )
+    with running_server(out) as server:
+        base = f"{server.url}/cpu/simple/alpha/"
+        status, headers, _ = get(f"{base}?format={JSON}")  # a literal '+'
+        assert (status, headers["Content-Type"]) == (200, JSON)
+        status, headers, _ = get(f"{base}?format={urllib.parse.quote(HTML)}")
+        assert (status, headers["Content-Type"]) == (200, HTML)
+        assert get(f"{base}?format=application/xml")[0] == 406
+
+
+def test_files_are_streamed_not_read_whole(tmp_path, monkeypatch):
+    out = tmp_path / "site"
+    wheel = make_wheel(
+        tmp_path / "in", "alpha", "1.0+cpu", extra={"alpha/big.bin": b"\0" * (3 << 20)}
+    )
+    build_index([wheel], out, recipes_dir=REPO / "recipes")
+
+    def no_whole_reads(self, *args, **kwargs):
+        raise AssertionError("Path.read_bytes: the server must stream")
+
+    monkeypatch.setattr("pathlib.Path.read_bytes", no_whole_reads)
+    with running_server(out) as server:
+        status, headers, body = get(f"{server.url}/cpu/files/{wheel.name}")
+    assert status == 200 and len(body) == int(headers["Content-Length"]) == wheel.stat().st_size
+
+
+def test_listening_beyond_loopback_needs_allow_remote(tmp_path):
+    from ptkit.index.server import IndexServer, RemoteListenError
+
+    for host in ("", "0.0.0.0"):
+        with pytest.raises(RemoteListenError, match="pass --allow-remote"):
+            IndexServer(tmp_path, host, 0)
+    server = IndexServer(tmp_path, "", 0, allow_remote=True)
+    server.server_close()

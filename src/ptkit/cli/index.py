@@ -83,12 +83,20 @@ def build(
 @click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=PORT, help="0 picks a free port.")
-def serve(root: Path, host: str, port: int) -> None:
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a --host beyond loopback (the index is then reachable from the network).",
+)
+def serve(root: Path, host: str, port: int, allow_remote: bool) -> None:
     """Serve an index folder over HTTP (HTML and PEP 691 JSON, chosen by Accept)."""
     from ptkit.index import IndexServer
+    from ptkit.index.server import RemoteListenError
 
     try:
-        server = IndexServer(root, host, port)
+        server = IndexServer(root, host, port, allow_remote=allow_remote)
+    except RemoteListenError as exc:
+        raise click.UsageError(str(exc)) from None
     except OSError as exc:
         click.echo(f"ptkit index serve: cannot listen on {host}:{port}: {exc}", err=True)
         sys.exit(1)

@@ -410,9 +410,38 @@ def _swap(link: Path, target: Path) -> None:
 
 
 def _prune(generations: Path, keep: set[str]) -> None:
+    """Remove the generations no link uses, and the ``.tmp-*`` ones a killed run left: a
+    run writes only while it holds the lock, which this one holds."""
     for old in generations.iterdir():
-        if old.name not in keep and not old.name.startswith(".tmp-"):
+        if old.name not in keep:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def _wheel_key(filename: str) -> tuple[str, Version, frozenset[str]] | None:
+    """(normalised name, version, tags): what installers see of a wheel file name (a
+    Version compares 1.0 and 1.0.0 equal, as they do)."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    return str(name), version, frozenset(map(str, tags))
+
+
+def _refuse_second_spellings(plan: _Plan) -> None:
+    """One file per (name, version, tags): ``PTKIT-0.1.0+cpu-…`` or ``ptkit-0.1.0.0+cpu-…``
+    beside ``ptkit-0.1.0+cpu-…`` is the same release to pip, with other bytes or not."""
+    published: dict[tuple[str, Version, frozenset[str]], str] = {}
+    for filename in [*plan.existing, *plan.wheels]:
+        key = _wheel_key(filename)
+        if key is None:
+            continue
+        first = published.setdefault(key, filename)
+        if first != filename:
+            raise _fail(
+                f"{filename} and {first} are one release to installers ({key[0]} {key[1]}, "
+                f"tags {', '.join(sorted(key[2]))}) in the {plan.index_path} index: a "
+                "published version has one file. Keep the first, or bump the version"
+            )
 
 
 def _landing_page(out: Path) -> None:
@@ -482,6 +511,7 @@ def build_index(
         for plan in plans.values():
             plan.current = _current_generation(out / plan.index_path)
             plan.existing = _existing_entries(plan.current)
+            _refuse_second_spellings(plan)
             for wheel in plan.wheels.values():
                 old = plan.existing.get(wheel.filename)
                 if old is not None and old["hashes"]["sha256"] != wheel.sha256:

@@ -18,7 +18,9 @@ import dataclasses
 import hashlib
 import json
 import re
+import stat
 import zipfile
+import zlib
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
@@ -31,9 +33,9 @@ from packaging.utils import (
     canonicalize_name,
     parse_wheel_filename,
 )
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from ptkit.loading.manifest import file_sha256
+from ptkit.loading.manifest import MAX_MANIFEST_BYTES, file_sha256
 from ptkit.recipes.torch_builds import split_label
 
 __all__ = ["IndexBuildError", "IndexedWheel", "inspect_wheel", "valid_variant_name"]
@@ -76,19 +78,76 @@ class IndexedWheel:
         return self.variant is None
 
 
+def _version_or_none(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
 def _refuse(path: Path, problem: str) -> IndexBuildError:
     return IndexBuildError(f"ptkit index build: {path}: {problem}")
 
 
-def _check_entry_names(path: Path, names: list[str]) -> None:
-    for name in names:
+# What the index reads from a wheel, at most: a METADATA of a large project is ~100 KB.
+_MAX_METADATA_BYTES = 4 << 20
+_MAX_WHEEL_FILE_BYTES = 64 << 10
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _check_entries(path: Path, entries: list[zipfile.ZipInfo]) -> None:
+    """Refuse entries an installer would write outside the install folder, twice, or as
+    something other than a file or a folder (installers disagree on which copy of a
+    duplicated name wins, and pip writes a symlink entry's target as the file's bytes)."""
+    seen: set[str] = set()
+    for info in entries:
+        name = info.filename
         pure = PurePosixPath(name)
-        if pure.is_absolute() or ".." in pure.parts or "\\" in name or name.startswith("/"):
+        if (
+            pure.is_absolute()
+            or ".." in pure.parts
+            or "\\" in name
+            or name.startswith("/")
+            or _DRIVE.match(name)
+        ):
             raise _refuse(
                 path,
                 f"the archive entry {name!r} would be written outside the install folder; "
-                "a wheel's entries are relative paths without '..'. Rebuild the wheel.",
+                "a wheel's entries are relative paths without '..' or a drive. Rebuild the wheel.",
             )
+        if name in seen:
+            raise _refuse(
+                path,
+                f"the archive holds {name!r} twice; installers disagree on which copy wins. "
+                "Rebuild the wheel.",
+            )
+        seen.add(name)
+        kind_bits = stat.S_IFMT(info.external_attr >> 16)  # 0: no type recorded (a file)
+        if kind_bits not in (0, stat.S_IFREG, stat.S_IFDIR):
+            mode = info.external_attr >> 16
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "a device or other special file"
+            raise _refuse(
+                path,
+                f"the archive entry {name!r} is {kind}, not a file; a wheel holds files only. "
+                "Rebuild the wheel.",
+            )
+
+
+def _read_entry(path: Path, archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """One entry, at most ``limit`` bytes: refused from its declared size before it is
+    inflated, and read with a cap in case the declared size lies."""
+    info = archive.getinfo(name)
+    too_big = (
+        f"{name} inflates to more than {limit} bytes ({info.file_size} declared from "
+        f"{info.compress_size} compressed); not a wheel ptkit indexes"
+    )
+    if info.file_size > limit:
+        raise _refuse(path, too_big)
+    with archive.open(info) as entry:
+        data = entry.read(limit + 1)
+    if len(data) > limit:
+        raise _refuse(path, too_big)
+    return data
 
 
 def _dist_info(path: Path, names: list[str], name: str, version: Version) -> str:
@@ -101,7 +160,10 @@ def _dist_info(path: Path, names: list[str], name: str, version: Version) -> str
     folder = folders.pop()
     stem = folder[: -len(".dist-info")]
     dist_name, _, dist_version = stem.rpartition("-")
-    if canonicalize_name(dist_name) != canonicalize_name(name) or Version(dist_version) != version:
+    if (
+        canonicalize_name(dist_name) != canonicalize_name(name)
+        or _version_or_none(dist_version) != version
+    ):
         raise _refuse(
             path,
             f"its metadata folder {folder} does not match the file name "
@@ -110,17 +172,22 @@ def _dist_info(path: Path, names: list[str], name: str, version: Version) -> str
     return folder
 
 
-def _manifest_variants(archive: zipfile.ZipFile, names: list[str]) -> dict[str, str]:
+def _manifest_variants(path: Path, archive: zipfile.ZipFile, names: list[str]) -> dict[str, str]:
+    """The ``variant`` of each native library's manifest; a manifest that cannot be read is
+    refused (the loader would refuse the library it describes)."""
     variants: dict[str, str] = {}
     for name in names:
         if not name.endswith(".manifest.json") or "/_native/" not in f"/{name}":
             continue
         try:
-            data = json.loads(archive.read(name))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
+            data = json.loads(_read_entry(path, archive, name, MAX_MANIFEST_BYTES))
+        except (ValueError, RecursionError) as error:  # JSON, UTF-8, nesting
+            problem = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise _refuse(path, f"its manifest {name} is not valid JSON ({problem})") from None
         if isinstance(data, dict) and isinstance(data.get("variant"), str):
             variants[name] = data["variant"]
+        else:
+            raise _refuse(path, f'its manifest {name} names no variant (a "variant" string)')
     return variants
 
 
@@ -164,23 +231,29 @@ def inspect_wheel(path: Path) -> IndexedWheel:
         raise _refuse(path, "no such file")
     try:
         with zipfile.ZipFile(path) as archive:
+            _check_entries(path, archive.infolist())
             names = archive.namelist()
-            _check_entry_names(path, names)
             folder = _dist_info(path, names, name, version)
             try:
-                metadata = archive.read(f"{folder}/METADATA")
-                wheel_file = archive.read(f"{folder}/WHEEL").decode()
+                metadata = _read_entry(path, archive, f"{folder}/METADATA", _MAX_METADATA_BYTES)
+                wheel_file = _read_entry(
+                    path, archive, f"{folder}/WHEEL", _MAX_WHEEL_FILE_BYTES
+                ).decode("utf-8", "replace")
             except KeyError as error:
                 raise _refuse(path, f"{error.args[0]} is missing; not a valid wheel") from None
-            manifests = _manifest_variants(archive, names)
+            manifests = _manifest_variants(path, archive, names)
     except zipfile.BadZipFile as error:
         raise _refuse(path, f"not a zip archive ({error}); was the download cut short?") from None
+    except (zlib.error, EOFError, NotImplementedError) as error:
+        raise _refuse(
+            path, f"the archive is damaged ({error}); was the download cut short? Rebuild it"
+        ) from None
 
     headers = HeaderParser().parsestr(metadata.decode("utf-8", "replace"))
     meta_name, meta_version = headers.get("Name"), headers.get("Version")
     if meta_name is None or canonicalize_name(meta_name) != name:
         raise _refuse(path, f"its METADATA names the project {meta_name!r}, the file name {name!r}")
-    if meta_version is None or Version(meta_version) != version:
+    if meta_version is None or _version_or_none(meta_version) != version:
         raise _refuse(
             path, f"its METADATA says version {meta_version!r}, the file name says {version}"
         )
