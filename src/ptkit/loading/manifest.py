@@ -168,7 +168,9 @@ def parse_registrations(value: Any, path: Path) -> Registrations:
     return Registrations(
         namespaces=_str_list(value["namespaces"], "registrations.namespaces", path),
         schemas={str(k): v for k, v in schemas.items()},
-        kernels={str(k): _str_list(v, f"registrations.kernels.{k}", path) for k, v in kernels.items()},
+        kernels={
+            str(k): _str_list(v, f"registrations.kernels.{k}", path) for k, v in kernels.items()
+        },
     )
 
 

@@ -28,6 +28,7 @@ from ptkit.loading.rules import LoadDecision, LoadStatus
 __all__ = [
     "ENTRY_POINT_GROUP",
     "NATIVE_FOLDER",
+    "OpUnavailableError",
     "PackageEntry",
     "PackageLoad",
     "PackageLoadError",
@@ -52,6 +53,12 @@ class PackageLoadError(ValueError):
     A library that cannot load here is never an error: its decision records why."""
 
 
+class OpUnavailableError(RuntimeError):
+    """An op was called whose only definition is in a native library that did not load
+    (a switch turned it off, or it cannot run here); the message names the op, why and
+    the fix. ``PackageLoad.available()`` says it before the call."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PackageLoad:
     """What ``load_package`` did for one package (ptkit itself included)."""
@@ -63,6 +70,24 @@ class PackageLoad:
     # namespace -> ops the package defines itself (load_package's ``ops``): listed by
     # explain() even when no manifest names them (a damaged install).
     defined_ops: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # Qualified op ("ns::op") -> why calling it raises OpUnavailableError: its only
+    # definition is in a library that did not load, or nothing defines it.
+    unavailable_ops: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def available(self, op: str) -> bool:
+        """Whether ``op`` ("ns::op", or "op" in the package's only namespace) can be
+        called: defined, and not only by a library that did not load. Register fakes and
+        autograd formulas only for available ops (``explain()`` says which device serves
+        it)."""
+        if "::" not in op:
+            namespaces = list(self.ops)
+            if len(namespaces) != 1:
+                raise ValueError(
+                    f"PackageLoad.available: expected a qualified op name (ns::{op}): "
+                    f"{self.name} has the namespaces {', '.join(namespaces) or 'none'}"
+                )
+            op = f"{namespaces[0]}::{op}"
+        return op not in self.unavailable_ops
 
     def loaded(self, backend: str | None = None) -> bool:
         """Whether a library (of ``backend``: ``cpu``, ``cuda``, ``hip``, ``xpu``,
@@ -85,6 +110,16 @@ class PackageLoad:
             ops = table.setdefault(d.manifest.namespace, {})
             for op, dtypes in d.manifest.ops.items():
                 ops[op] = tuple(dict.fromkeys((*ops.get(op, ()), *dtypes)))
+            # Ops a library defines (schemas in C++) or serves with kernels of other keys
+            # only: listed even where no library of this install registers their kernel.
+            registrations = d.manifest.registrations
+            recorded = (
+                () if registrations is None else (*registrations.schemas, *registrations.kernels)
+            )
+            prefix = f"{d.manifest.namespace}::"
+            for qualified in recorded:
+                if qualified.startswith(prefix):
+                    ops.setdefault(qualified[len(prefix) :], ())
         return table
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +139,7 @@ class PackageLoad:
                 for d in self.decisions
             ],
             "ops": {ns: {op: list(t) for op, t in ops.items()} for ns, ops in self.ops.items()},
+            "unavailable_ops": dict(self.unavailable_ops),
         }
 
 

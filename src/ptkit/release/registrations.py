@@ -69,9 +69,7 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def child_command(
-    python: str, library: Path, backend: str, namespaces: Sequence[str]
-) -> list[str]:
+def child_command(python: str, library: Path, backend: str, namespaces: Sequence[str]) -> list[str]:
     """The command that loads ``library`` alone and prints its registrations."""
     command = [python, "-m", "ptkit.runtime.registrations", str(library), "--backend", backend]
     for namespace in namespaces:

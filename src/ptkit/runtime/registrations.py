@@ -21,6 +21,7 @@ import dataclasses
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -118,7 +119,8 @@ def read_library(library: Path, namespaces: list[str]) -> Registrations:
     """Load ``library`` into this process and return what it registered."""
     before = dispatcher_entries()
     print(f"ptkit: loading {library}", file=sys.stderr, flush=True)
-    torch.ops.load_library(str(library))
+    load: Callable[[str], None] = torch.ops.load_library  # untyped in torch
+    load(str(library))
     print(f"ptkit: loaded {library}", file=sys.stderr, flush=True)
     return changes(before, dispatcher_entries(), namespaces)
 
