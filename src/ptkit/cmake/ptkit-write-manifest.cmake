@@ -10,15 +10,16 @@ message(STATUS "ptkit: manifest ${_ptkit_manifest} (sha256 ${_ptkit_sha256})")
 # build Python's torch in a child process, recorded in the manifest; the op table is taken
 # from it when OPS was not given, and checked against it when it was. A library that
 # crashes its child fails the install with the signal and the command to reproduce it.
+get_filename_component(_ptkit_build_dir "${_ptkit_manifest_template}" DIRECTORY)
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${_ptkit_python_path}" "${_ptkit_python}"
           -m ptkit.release.registrations record "${_ptkit_manifest}" --dtypes "${_ptkit_dtypes}"
+          --build-dir "${_ptkit_build_dir}"
   RESULT_VARIABLE _ptkit_rc OUTPUT_VARIABLE _ptkit_out ERROR_VARIABLE _ptkit_err
   OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT _ptkit_rc EQUAL 0)
   file(REMOVE "${_ptkit_manifest}")
-  message(FATAL_ERROR "ptkit: the registrations of ${_ptkit_library} do not match its "
-                      "manifest, or cannot be read:\n${_ptkit_err}${_ptkit_out}")
+  message(FATAL_ERROR "ptkit: ${_ptkit_err}${_ptkit_out}")
 endif()
 message(STATUS "ptkit: ${_ptkit_out}")
 

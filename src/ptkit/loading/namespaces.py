@@ -23,9 +23,10 @@ from ptkit.loading.manifest import Manifest
 __all__ = ["FIX", "definition_conflict", "duplicate_definitions", "namespace_definers"]
 
 FIX = (
-    "define the schemas in one library (the CPU one: every variant ships it) with "
-    "STABLE_TORCH_LIBRARY, and only register kernels in the others with "
-    "STABLE_TORCH_LIBRARY_IMPL(<ns>, <dispatch key>, m); or define them in Python"
+    "define the namespace's schemas in one library (of a CPU and a GPU library, the CPU "
+    "one: every variant ships it) with STABLE_TORCH_LIBRARY, and only register kernels in "
+    "the others with STABLE_TORCH_LIBRARY_IMPL(<ns>, <dispatch key>, m); or define them "
+    "in Python"
 )
 
 
@@ -46,7 +47,7 @@ def _what(manifest: Manifest, namespace: str) -> str:
     ops = sorted(op for op in manifest.registrations.schemas if op.startswith(f"{namespace}::"))
     parts = []
     if namespace in manifest.registrations.namespaces:
-        parts.append(f"a TORCH_LIBRARY({namespace}, m) block")
+        parts.append(f"a STABLE_TORCH_LIBRARY / TORCH_LIBRARY({namespace}, m) block")
     if ops:
         shown = ", ".join(ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
         parts.append(f"the schemas of {shown}")

@@ -220,9 +220,11 @@ def routes(
             if other is not None:
                 rows.append(row("reference", None, _joined(why, other.description)))
                 continue
+            # A library of this device that loaded speaks for itself in the reason.
+            device_loaded = any(d.status is LoadStatus.LOADED for d in relevant)
             defined = has_schema(qualified)
             reason = _why_unavailable(
-                qualified, device_type, key, why, decisions, switches, defined
+                qualified, key, why, device_loaded, decisions, switches, defined
             )
             rows.append(row("unavailable", None, reason))
     return rows
@@ -241,6 +243,8 @@ def _joined(first: str, second: str) -> str:
 
 def enable_fix(decision: LoadDecision, switches: RuntimeSwitches) -> str:
     """How to make a library that did not load serve, in a few words."""
+    if "Fix: " in decision.reason:  # the loader's reason already ends with its fix
+        return "see the reason above"
     backend = decision.backend
     switched = switches.enable_fix(backend) if backend else None
     if switched:
@@ -252,15 +256,16 @@ def enable_fix(decision: LoadDecision, switches: RuntimeSwitches) -> str:
 
 def _why_unavailable(
     qualified: str,
-    device_type: str,
     key: str,
     why_not_native: str,
+    device_loaded: bool,
     decisions: Sequence[LoadDecision],
     switches: RuntimeSwitches,
     defined: bool,
 ) -> str:
-    """Nothing serves ``qualified`` on ``device_type``: what defines and serves it, why no
-    native library does here, and the fix. ``defined``: the op has a schema."""
+    """Nothing serves ``qualified`` on ``key``'s devices: what defines and serves it, why
+    no native library does here, and the fix. ``device_loaded``: a library of this device
+    loaded (it speaks for itself); ``defined``: the op has a schema."""
     definers = _defined_by(decisions, qualified)
     loaded_definers = [d for d in definers if d.status is LoadStatus.LOADED]
     not_loaded = [d for d in definers if d.status is not LoadStatus.LOADED]
@@ -268,7 +273,7 @@ def _why_unavailable(
         d = not_loaded[0]
         return (
             f"{qualified} is defined only in {d.library}, not loaded: {d.reason}; the package "
-            f"has no reference for it, so nothing serves {device_type} tensors. Fix: "
+            f"has no reference for it, so nothing serves {key} tensors. Fix: "
             f"{enable_fix(d, switches)}"
         )
     if not defined:
@@ -277,25 +282,29 @@ def _why_unavailable(
             "op (a schema and a reference in Python, or a library's TORCH_LIBRARY block) or "
             "ship a library for it"
         )
-    servers = [
-        (d.library, keys)
-        for d in decisions
-        if d.status is LoadStatus.LOADED
-        for keys in (_kernel_keys(d).get(qualified, ()),)
-        if keys
-    ]
-    if servers:
-        served = "; ".join(
-            f"{lib} registers it for {', '.join(keys)} only" for lib, keys in servers
-        )
-    elif loaded_definers:
-        served = f"{loaded_definers[0].library} defines it but registers no kernel for it"
-    else:
-        served = "no library that loaded registers a kernel for it"
-    return (
-        f"{qualified} has no {key} kernel: {served}, and the package has no reference for "
-        f"it; nothing serves {device_type} tensors ({why_not_native})"
+    clauses: list[str] = []
+    registering = False
+    for d in decisions:
+        keys = _kernel_keys(d).get(qualified, ())
+        defines = d in loaded_definers
+        if not keys and not defines:
+            continue
+        parts = ["defines it"] if defines else []
+        if keys:
+            registering = True
+            parts.append(f"registers it for {', '.join(keys)}{'' if key in keys else ' only'}")
+        clause = f"{d.library} {' and '.join(parts)}"
+        if d.status is not LoadStatus.LOADED:
+            clause += f" ({d.status.value} here: {d.reason})"
+        clauses.append(clause)
+    served = "; ".join(clauses) if clauses else "no library registers a kernel for it"
+    reason = (
+        f"{qualified} has no {key} kernel: {served}; the package has no reference for it, "
+        f"so nothing serves {key} tensors"
     )
+    if not registering and not device_loaded:
+        reason += f" ({why_not_native})"
+    return reason
 
 
 def _why_reference(

@@ -85,11 +85,14 @@ def read_registrations(
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
     timeout: float = CHILD_TIMEOUT,
+    lasting_copy: Path | None = None,
 ) -> Registrations | str:
     """What ``library`` registers, loaded alone in a child ``python``; a string when this
-    torch cannot hold its backend (the reason). Raises ``RegistrationError``."""
+    torch cannot hold its backend (the reason). Raises ``RegistrationError``, whose
+    command to reproduce names ``lasting_copy`` (the build's copy of a library installed
+    into a temporary folder) when given."""
     command = child_command(python, library, backend, namespaces)
-    reproduce = shlex.join(command)
+    reproduce = shlex.join(child_command(python, lasting_copy or library, backend, namespaces))
     try:
         proc = subprocess.run(
             command,
@@ -111,10 +114,10 @@ def read_registrations(
         number = -proc.returncode
         raise RegistrationError(
             f"loading {library.name} alone into torch killed the process with "
-            f"{signal_name(number)} (signal {number}): its static initialisers or its op "
-            "registrations (TORCH_LIBRARY / STABLE_TORCH_LIBRARY blocks) crash"
+            f"{signal_name(number)} (signal {number}): its static initialisers or its "
+            "TORCH_LIBRARY / STABLE_TORCH_LIBRARY blocks crash"
             + (f"; it said:\n{said}\n" if said else "; ")
-            + f"run `{reproduce}` to see it again (under gdb: gdb --args {reproduce})"
+            + f"reproduce it with `{reproduce}` (prefix `gdb --args` for a backtrace)"
         )
     if proc.returncode != 0:
         raise RegistrationError(
@@ -191,11 +194,14 @@ def record(
     manifest_path: Path,
     dtypes: Sequence[str] = (),
     *,
+    build_dir: Path | None = None,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
 ) -> str:
     """Read ``manifest_path``'s library's registrations, write them and the op table into
-    the manifest, and return a line saying what was recorded."""
+    the manifest, and return a line saying what was recorded. ``build_dir``: where the
+    build left the same library (the install folder of a wheel build is temporary: an
+    error's command to reproduce names the build's copy when there is one)."""
     try:
         manifest = parse_manifest_text(manifest_path.read_bytes(), manifest_path)
     except (OSError, ManifestError) as exc:
@@ -216,8 +222,14 @@ def record(
                 f"{here} machine to read its registrations: give OPS"
             )
         return f"{where} is built for {manifest.platform}: registrations not recorded on {here}"
+    built = build_dir / manifest.library if build_dir is not None else None
     found = read_registrations(
-        manifest.library_path, manifest.backend, [manifest.namespace], python=python, env=env
+        manifest.library_path,
+        manifest.backend,
+        [manifest.namespace],
+        python=python,
+        env=env,
+        lasting_copy=built if built is not None and built.is_file() else None,
     )
     if isinstance(found, str):
         if not manifest.ops:
@@ -248,10 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     record_parser.add_argument(
         "--dtypes", default="", help="the library's DTYPES (a CMake list), for a derived op table"
     )
+    record_parser.add_argument(
+        "--build-dir", type=Path, help="the CMake folder that holds the library as built"
+    )
     args = parser.parse_args(argv)
     dtypes = [d for d in args.dtypes.replace(";", " ").split() if d]
     try:
-        print(record(args.manifest, dtypes))
+        print(record(args.manifest, dtypes, build_dir=args.build_dir))
     except RegistrationError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -194,6 +194,14 @@ def _has_schema(qualified_op: str) -> bool:
 
 # torch records a Python registration at the line that created its torch.library.Library.
 _PYTHON_SOURCE = re.compile(r"\.pyw?:\d+$")
+
+
+def is_python_registration(where: str) -> bool:
+    """Whether a kernel the dispatcher says was "registered at ``where``" came from Python
+    (a torch.library registration: a reference) rather than from a native library."""
+    return bool(_PYTHON_SOURCE.search(where))
+
+
 # The alias keys whose kernel serves every backend, in the dispatcher's order of preference.
 _REFERENCE_KEYS = (
     "CompositeExplicitAutogradNonFunctional",
@@ -212,15 +220,15 @@ def _other_kernel(qualified_op: str, dispatch_key: str) -> OtherKernel | None:
         return None
     where = entry.kernels.get(dispatch_key)
     if where is not None:
-        if _PYTHON_SOURCE.search(where):
+        if is_python_registration(where):
             return OtherKernel(
-                "reference", f"a {dispatch_key} kernel registered in Python at {where}"
+                "reference", f"reference: a {dispatch_key} kernel from Python ({where})"
             )
         return OtherKernel("native", f"registered at {where}")
     for alias in _REFERENCE_KEYS:
         where = entry.kernels.get(alias)
         if where is not None:
-            return OtherKernel("reference", f"its {alias} kernel, registered at {where}")
+            return OtherKernel("reference", f"reference: its {alias} kernel ({where})")
     return None
 
 
