@@ -285,3 +285,29 @@ def test_a_smoke_child_killed_by_a_signal_is_named_with_its_library(
     )
     assert again.returncode in (139, -11), again.stdout + again.stderr
     assert f"ptkit: loading {library}" in again.stderr
+
+
+REFERENCE_AFTER = """
+import json, torch, shapes_cpp, ptkit.runtime as rt
+# A reference registered after load_package for an op whose schema is in C++.
+torch.library.impl("shapes_cpp::square", "CompositeExplicitAutograd", lambda x: x * x)
+rows = {f"{r.op}/{r.device_type}": [r.implementation, r.reason] for r in rt.explain("shapes_cpp")}
+print(json.dumps({"rows": rows, "square": shapes_cpp.square(torch.tensor([3.0])).tolist()}))
+"""
+
+
+@pytest.mark.parametrize("force", ["0", "1"])
+def test_a_python_reference_for_a_cpp_schema_serves_where_no_kernel_does(
+    python: Path, force: str
+) -> None:
+    proc = in_env(python, REFERENCE_AFTER, PTKIT_FORCE_REFERENCE=force)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["square"] == [9.0]
+    rows = out["rows"]
+    assert rows["square/cuda"][0] == "reference"
+    assert "reference: its CompositeExplicitAutograd kernel (" in rows["square/cuda"][1]
+    # With the library loaded its CPU kernel serves; forced off, the reference does (it
+    # replaced ptkit's stand-in), while muladd stays unavailable.
+    assert rows["square/cpu"][0] == ("native" if force == "0" else "reference")
+    assert rows["muladd/cpu"][0] == ("native" if force == "0" else "unavailable")

@@ -47,13 +47,20 @@ class OpEntry:
 
     schema: str | None
     kernels: dict[str, str]
+    # Where the schema was defined ("ops.cpp:12", "mypkg/__init__.py:5"), when known.
+    defined_at: str | None = None
 
 
 def parse_dump(text: str) -> OpEntry:
-    """An op's ``torch._C._dispatch_dump`` text."""
+    """An op's ``torch._C._dispatch_dump`` text. Only the active kernel of each key is
+    read (an overridden one is dumped as ``<key> (inactive): …``)."""
     schema = None
+    defined_at = None
     kernels: dict[str, str] = {}
     for line in text.splitlines():
+        if line.startswith("debug: registered at "):
+            defined_at = line[len("debug: registered at ") :].strip()
+            continue
         found = _SCHEMA_LINE.match(line)
         if found:
             value = found.group("schema").strip()
@@ -61,8 +68,8 @@ def parse_dump(text: str) -> OpEntry:
             continue
         kernel = _KERNEL_LINE.match(line)
         if kernel and kernel.group("key") not in _NOT_A_KEY:
-            kernels[kernel.group("key")] = kernel.group("where")
-    return OpEntry(schema, kernels)
+            kernels.setdefault(kernel.group("key"), kernel.group("where"))
+    return OpEntry(schema, kernels, defined_at if schema is not None else None)
 
 
 def op_entry(qualified_op: str) -> OpEntry | None:

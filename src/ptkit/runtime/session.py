@@ -27,7 +27,7 @@ from ptkit.loading.rules import LoadDecision, LoadStatus
 from ptkit.loading.switches import process_switches
 from ptkit.runtime.loader import MetalBinding, load_native_libraries, torch_facts
 from ptkit.runtime.registrations import op_entry
-from ptkit.runtime.unavailable import define_unavailable, is_unavailable_stub
+from ptkit.runtime.unavailable import define_unavailable, is_stand_in
 
 __all__ = ["explain", "format_explain", "load_decisions", "load_package", "package_loads"]
 
@@ -186,10 +186,9 @@ def _has_kernel(qualified_op: str, dispatch_key: str) -> bool:
 
 
 def _has_schema(qualified_op: str) -> bool:
-    if is_unavailable_stub(qualified_op):
-        return False
+    """Defined, and not by ptkit's stand-in (its real definition did not load)."""
     entry = op_entry(qualified_op)
-    return entry is not None and entry.schema is not None
+    return entry is not None and entry.schema is not None and not is_stand_in(entry.defined_at)
 
 
 # torch records a Python registration at the line that created its torch.library.Library.
@@ -212,9 +211,8 @@ _REFERENCE_KEYS = (
 
 def _other_kernel(qualified_op: str, dispatch_key: str) -> OtherKernel | None:
     """What serves ``dispatch_key`` besides a library ptkit loaded: the dispatcher's dump
-    of the op says which keys have kernels and where each was registered."""
-    if is_unavailable_stub(qualified_op):
-        return None
+    of the op says which keys have kernels and where each was registered (ptkit's
+    stand-in of an unavailable op serves nothing)."""
     entry = op_entry(qualified_op)
     if entry is None or entry.schema is None:
         return None
@@ -227,7 +225,7 @@ def _other_kernel(qualified_op: str, dispatch_key: str) -> OtherKernel | None:
         return OtherKernel("native", f"registered at {where}")
     for alias in _REFERENCE_KEYS:
         where = entry.kernels.get(alias)
-        if where is not None:
+        if where is not None and not is_stand_in(where):
             return OtherKernel("reference", f"reference: its {alias} kernel ({where})")
     return None
 

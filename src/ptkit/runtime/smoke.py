@@ -268,7 +268,10 @@ def check_unloaded(decisions: Sequence[Any]) -> tuple[list[str], list[str]]:
         manifest = d.manifest
         head = f"  {d.library:<26} registration checks only ({d.reason}): kernels not run"
         if manifest.registrations is None:
-            lines.append(f"{head}; no registrations recorded (an older ptkit built it)")
+            lines.append(
+                f"{head}; its manifest records no registrations (the build's torch could not "
+                "load it, or an older ptkit built it)"
+            )
             continue
         recorded = _recorded_problem(manifest)
         if recorded is not None:

@@ -11,8 +11,12 @@ why and the fix. The package's import works unchanged (fakes and autograd formul
 register as usual, and are only used once the op can run), ``explain()`` says
 ``unavailable``, and a call says why.
 
-The definitions are fragments (``torch.library.Library(ns, "FRAGMENT")``), never the
-namespace's block, and an op something else already defines is left alone.
+The definitions are fragments (never the namespace's block), and an op something else
+already defines is left alone. They are registered below ``torch.library``'s own
+bookkeeping, at a source named ``STAND_IN_SOURCE``: a reference the package registers
+later for the same key (``torch.library.impl(op, "CompositeExplicitAutograd")``)
+overrides the stand-in instead of failing the import, and the dispatcher's dump tells
+the two apart.
 """
 
 from __future__ import annotations
@@ -30,23 +34,30 @@ from ptkit.loading.rules import LoadDecision, LoadStatus
 from ptkit.loading.switches import RuntimeSwitches
 from ptkit.runtime.registrations import op_entry
 
-__all__ = ["define_unavailable", "is_unavailable_stub", "unavailable_message"]
+__all__ = [
+    "STAND_IN_SOURCE",
+    "define_unavailable",
+    "is_stand_in",
+    "unavailable_message",
+]
+
+# Where the dispatcher says a stand-in was registered ("registered at <…>:0").
+STAND_IN_SOURCE = "<ptkit: stand-in for an op whose library did not load>"
 
 logger = logging.getLogger("ptkit.runtime")
 
 # Namespace -> ptkit's fragment holding the stand-in definitions (kept alive: dropping
 # it would unregister them).
 _fragments: dict[str, Any] = {}
-# torch.library.Library is untyped.
-_new_fragment: Callable[[str, str], Any] = torch.library.Library
 # Qualified op -> the message its stand-in raises.
 _stand_ins: dict[str, str] = {}
 _lock = threading.Lock()
 
 
-def is_unavailable_stub(qualified_op: str) -> bool:
-    """Whether ``qualified_op`` is one of ptkit's stand-ins (nothing really serves it)."""
-    return qualified_op in _stand_ins
+def is_stand_in(where: str | None) -> bool:
+    """Whether a registration the dispatcher dumps as "registered at ``where``" is one of
+    ptkit's stand-ins (a schema nothing else defined, a kernel that only raises)."""
+    return where is not None and where.startswith(STAND_IN_SOURCE)
 
 
 def unavailable_message(
@@ -100,10 +111,12 @@ def _define(qualified: str, schema: str, message: str) -> bool:
         if entry is not None and entry.schema is not None:
             return False  # defined elsewhere (Python, another library): it serves, or says why
         namespace, _, name = qualified.partition("::")
-        fragment = _fragments.get(namespace)
+        # torch's stubs of the C++ library object lag its methods' signatures.
+        fragment: Any = _fragments.get(namespace)
         if fragment is None:
-            fragment = _fragments[namespace] = _new_fragment(namespace, "FRAGMENT")
-        fragment.define(schema)
-        fragment.impl(name, _raiser(message), "CompositeExplicitAutograd")
+            fragment = torch._C._dispatch_library("FRAGMENT", namespace, "", STAND_IN_SOURCE, 0)
+            _fragments[namespace] = fragment
+        fragment.define(schema, "", ())
+        fragment.impl(name, "CompositeExplicitAutograd", _raiser(message), False)
         _stand_ins[qualified] = message
         return True
