@@ -19,10 +19,11 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ptkit.loading.manifest import Manifest
 from ptkit.loading.rules import LoadDecision, LoadStatus
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "installed_packages",
     "locate_package",
     "native_dir_of",
+    "op_table",
     "package_version",
 ]
 
@@ -101,26 +103,8 @@ class PackageLoad:
     def ops(self) -> dict[str, dict[str, tuple[str, ...]]]:
         """namespace -> op -> dtypes, from every readable manifest (loaded or not), and the
         ops the package defines (no dtypes known for those a manifest does not list)."""
-        table: dict[str, dict[str, tuple[str, ...]]] = {
-            namespace: dict.fromkeys(ops, ()) for namespace, ops in self.defined_ops.items()
-        }
-        for d in self.decisions:
-            if d.manifest is None:
-                continue
-            ops = table.setdefault(d.manifest.namespace, {})
-            for op, dtypes in d.manifest.ops.items():
-                ops[op] = tuple(dict.fromkeys((*ops.get(op, ()), *dtypes)))
-            # Ops a library defines (schemas in C++) or serves with kernels of other keys
-            # only: listed even where no library of this install registers their kernel.
-            registrations = d.manifest.registrations
-            recorded = (
-                () if registrations is None else (*registrations.schemas, *registrations.kernels)
-            )
-            prefix = f"{d.manifest.namespace}::"
-            for qualified in recorded:
-                if qualified.startswith(prefix):
-                    ops.setdefault(qualified[len(prefix) :], ())
-        return table
+        manifests = [d.manifest for d in self.decisions if d.manifest is not None]
+        return op_table(manifests, self.defined_ops)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,6 +125,29 @@ class PackageLoad:
             "ops": {ns: {op: list(t) for op, t in ops.items()} for ns, ops in self.ops.items()},
             "unavailable_ops": dict(self.unavailable_ops),
         }
+
+
+def op_table(
+    manifests: Sequence[Manifest], defined: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, dict[str, tuple[str, ...]]]:
+    """A package's ops: namespace -> op -> dtypes, from its manifests' op tables, the ops
+    its libraries define or serve with kernels (recorded registrations: schemas in C++
+    are listed even where no library of this install has their kernel), and ``defined``
+    (the ops the package defines in Python; no dtypes known for those)."""
+    table: dict[str, dict[str, tuple[str, ...]]] = {
+        namespace: dict.fromkeys(ops, ()) for namespace, ops in (defined or {}).items()
+    }
+    for manifest in manifests:
+        ops = table.setdefault(manifest.namespace, {})
+        for op, dtypes in manifest.ops.items():
+            ops[op] = tuple(dict.fromkeys((*ops.get(op, ()), *dtypes)))
+        registrations = manifest.registrations
+        recorded = () if registrations is None else (*registrations.schemas, *registrations.kernels)
+        prefix = f"{manifest.namespace}::"
+        for qualified in recorded:
+            if qualified.startswith(prefix):
+                ops.setdefault(qualified[len(prefix) :], ())
+    return table
 
 
 @dataclasses.dataclass(frozen=True)
