@@ -193,7 +193,7 @@ def routes(
                 if d.status is LoadStatus.LOADED and d.manifest and op in d.manifest.ops
             ]
             serving = [d for d in loaded if _serves(d, qualified, key)]
-            row = _route(op, device_type, key, namespace)
+            row = _route(op, device_type, namespace)
             if has_kernel(qualified, key):
                 fallback = (fallbacks or {}).get(device_type)
                 if fallback:
@@ -230,7 +230,7 @@ def routes(
     return rows
 
 
-def _route(op: str, device_type: str, key: str, namespace: str) -> Callable[..., OpRoute]:
+def _route(op: str, device_type: str, namespace: str) -> Callable[..., OpRoute]:
     def row(implementation: str, library: str | None, reason: str) -> OpRoute:
         return OpRoute(op, device_type, implementation, library, reason, namespace)
 
