@@ -119,6 +119,32 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
     return checks
 
 
+def _check_cpu_native() -> None:
+    """ptkit-ops' own promise, beyond what its manifests say: every variant ships the CPU
+    library and it serves each op on CPU (else the comparisons below would compare the
+    reference with itself). Other packages need no CPU library (ptkit.runtime.smoke)."""
+    import ptkit.runtime
+
+    cpu = [d for d in ptkit.runtime.load_decisions("ptkit_ops") if d.backend == "cpu"]
+    if not cpu:
+        raise SmokeFailure(
+            "FAILED: the wheel has no CPU library: every ptkit-ops variant ships one"
+        )
+    if not any(d.status.value == "loaded" for d in cpu):
+        raise SmokeFailure(
+            f"FAILED: the CPU library did not load: {cpu[0].library} {cpu[0].reason}"
+        )
+    slow = sorted(
+        r.op
+        for r in ptkit.runtime.explain("ptkit_ops")
+        if r.device_type == "cpu" and r.implementation != "native"
+    )
+    if slow:
+        raise SmokeFailure(
+            f"FAILED: the CPU library loaded but {', '.join(slow)} do not run it on CPU"
+        )
+
+
 def run_smoke(expect_version: str | None = None, echo: Callable[[str], None] = print) -> int:
     """The smoke test; returns the number of op checks that passed, raises SmokeFailure."""
     from ptkit.runtime.smoke import PackageSmokeFailure, run_package_smoke
@@ -127,6 +153,7 @@ def run_smoke(expect_version: str | None = None, echo: Callable[[str], None] = p
         run_package_smoke("ptkit_ops", expect_version, echo)
     except PackageSmokeFailure as exc:
         raise SmokeFailure(str(exc)) from exc
+    _check_cpu_native()
     import torch
 
     torch.manual_seed(0)

@@ -432,7 +432,11 @@ GPU_LIBRARIES = {
     # backend: (kernel file, its source, targets, the audit's line at install)
     "cuda": (
         "k.cu",
-        "__global__ void k(float* x) { x[0] = 1; }\nvoid launch(float* x) { k<<<1, 1>>>(x); }\n",
+        # The install step checks OPS against what the library registers: it registers twice.
+        "#include <torch/csrc/stable/library.h>\n"
+        "__global__ void k(float* x) { x[0] = 1; }\nvoid launch(float* x) { k<<<1, 1>>>(x); }\n"
+        "torch::stable::Tensor twice(torch::stable::Tensor x) { return x; }\n"
+        'STABLE_TORCH_LIBRARY_IMPL(demo, CUDA, m) { m.impl("twice", TORCH_BOX(&twice)); }\n',
         "sm_90 compute_90",
         "fatbinary audit: libdemo_cuda.so holds SASS sm_90; PTX compute_90 (as in its manifest)",
     ),

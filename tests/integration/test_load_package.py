@@ -148,8 +148,11 @@ def test_load_package_records_every_outcome(site: Path) -> None:
     cpu = {r["op"]: r for r in out["routes"] if r["device_type"] == "cpu"}
     assert cpu["scale"]["namespace"] == "mypkg"
     assert cpu["scale"]["implementation"] == "reference"
-    assert cpu["scale"]["reason"] == "libmypkg_cpu.so loaded but registered no kernel for scale"
-    assert cpu["missing"]["implementation"] == "missing"
+    assert cpu["scale"]["reason"] == (
+        "libmypkg_cpu.so loaded but registered no kernel for scale; reference: its "
+        f"CompositeExplicitAutograd kernel ({site / 'mypkg' / '__init__.py'}:5)"
+    )
+    assert cpu["missing"]["implementation"] == "unavailable"
     assert "mypkg::missing is not registered" in cpu["missing"]["reason"]
     assert out["all_routes"] == len(out["routes"])
     assert "mypkg::scale" in out["text"]

@@ -31,3 +31,19 @@ def test_the_cpu_isa_cap_is_read_case_insensitively_and_an_unknown_one_reported(
         "PTKIT_CPU_ISA: unknown level 'garbage' (expected one of x86-64-v4, x86-64-v3, "
         "x86-64-v2, default); ignored: the CPU kernels take the best level this CPU runs",
     )
+
+
+def test_load_trace_is_off_unless_asked_and_a_bad_value_is_reported() -> None:
+    assert not RuntimeSwitches.from_environ({}).load_trace
+    assert RuntimeSwitches.from_environ({"PTKIT_LOAD_TRACE": "1"}).load_trace
+    odd = RuntimeSwitches.from_environ({"PTKIT_LOAD_TRACE": "loud"})
+    assert not odd.load_trace
+    assert odd.problems == ("PTKIT_LOAD_TRACE: expected 1 or 0, got 'loud'; treated as 0",)
+
+
+def test_each_switch_says_how_to_turn_native_code_back_on() -> None:
+    forced = RuntimeSwitches.from_environ({"PTKIT_FORCE_REFERENCE": "1"})
+    assert forced.enable_fix("cuda") == "unset PTKIT_FORCE_REFERENCE (or set it to 0)"
+    disabled = RuntimeSwitches.from_environ({"PTKIT_DISABLE_NATIVE": "cpu"})
+    assert disabled.enable_fix("cpu") == "take cpu out of PTKIT_DISABLE_NATIVE"
+    assert disabled.enable_fix("cuda") is None

@@ -52,7 +52,8 @@ FUNCTIONS: dict[str, str] = {
     "load_package": (
         "(package: 'str', *, native_dir: 'Path | None' = None, "
         "metal_binding: 'MetalBinding | None' = None, "
-        "ops: 'Mapping[str, Sequence[str]] | None' = None) -> 'PackageLoad'"
+        "ops: 'Mapping[str, Sequence[str]] | None' = None, "
+        "samples: 'Mapping[str, SampleInputs] | None' = None) -> 'PackageLoad'"
     ),
     "package_loads": "() -> 'list[PackageLoad]'",
     "profile": "() -> 'RuntimeProfile'",
@@ -61,7 +62,14 @@ FUNCTIONS: dict[str, str] = {
 RECORDS: dict[str, tuple[str, ...]] = {
     "LoadDecision": ("manifest_path", "status", "reason", "manifest", "details"),
     "OpRoute": ("op", "device_type", "implementation", "library", "reason", "namespace"),
-    "PackageLoad": ("name", "version", "native_dir", "decisions", "defined_ops"),
+    "PackageLoad": (
+        "name",
+        "version",
+        "native_dir",
+        "decisions",
+        "defined_ops",
+        "unavailable_ops",
+    ),
     "Manifest": (
         "path",
         "package",
@@ -77,6 +85,7 @@ RECORDS: dict[str, tuple[str, ...]] = {
         "platform",
         "ops",
         "sha256",
+        "registrations",
     ),
     "RuntimeSwitches": (
         "disabled_backends",
@@ -84,6 +93,7 @@ RECORDS: dict[str, tuple[str, ...]] = {
         "log_level",
         "problems",
         "cpu_isa_cap",
+        "load_trace",
     ),
     "CompileSupport": (
         "supported",
@@ -108,8 +118,13 @@ RECORDS: dict[str, tuple[str, ...]] = {
     ),
 }
 ENUMS = {"LoadStatus": {"LOADED": "loaded", "SKIPPED": "skipped", "FAILED": "failed"}}
-ERRORS = {"ManifestError": ValueError, "PackageLoadError": ValueError}
+ERRORS = {
+    "ManifestError": ValueError,
+    "OpUnavailableError": RuntimeError,
+    "PackageLoadError": ValueError,
+}
 METHODS = {
+    ("PackageLoad", "available"): "(self, op: 'str') -> 'bool'",
     ("PackageLoad", "loaded"): "(self, backend: 'str | None' = None) -> 'bool'",
     ("PackageLoad", "to_json"): "(self) -> 'dict[str, Any]'",
     ("OpRoute", "to_json"): "(self) -> 'dict[str, str | None]'",

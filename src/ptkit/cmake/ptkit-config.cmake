@@ -140,7 +140,7 @@ endmacro()
 #                                                       overrides; hip: gfx…, PTKIT_HIP_TARGETS
 #                                                       overrides; xpu: AOT devices + spir64)
 #     [SYCL_SOURCES <src>…]                             (xpu: compiled by icpx)
-#     [INCLUDE_DIRS <dir>…] OPS <op>… DTYPES <dtype>…
+#     [INCLUDE_DIRS <dir>…] [OPS <op>…] DTYPES <dtype>…
 #     [VARIANT <variant>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>] INSTALL_DIR <dir>)
 # For hip and cuda, SOURCES ending in .hip / .cu are device code. Call
 # ptkit_enable_backend() for a GPU backend first (at directory scope). BACKEND metal is
@@ -169,7 +169,8 @@ function(ptkit_add_kernel_library name)
     ptkit_add_metal_kernels(${name} SOURCES ${arg_SOURCES} OPS ${arg_OPS} DTYPES ${arg_DTYPES} ${forward})
     return()
   endif()
-  _ptkit_check_arguments("${fn}" NAMESPACE SOURCES OPS DTYPES INSTALL_DIR)
+  # No OPS: the op table comes from what the library registers (ptkit-write-manifest.cmake).
+  _ptkit_check_arguments("${fn}" NAMESPACE SOURCES DTYPES INSTALL_DIR)
   _ptkit_identity_defaults("${arg_BACKEND}")
 
   set(dropped "")

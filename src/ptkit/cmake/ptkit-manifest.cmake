@@ -16,7 +16,7 @@ function(_ptkit_json_string_array out_var)
 endfunction()
 
 # ptkit_install_kernel_library(<target> BACKEND <backend> NAMESPACE <ns>
-#     OPS <op>… DTYPES <dtype>… INSTALL_DIR <dir>
+#     [OPS <op>…] DTYPES <dtype>… INSTALL_DIR <dir>
 #     [ISA <level>…] [SASS <sm_…>…] [PTX <compute_…>…] [GFX <gfx…>…] [XPU <device>…]
 #     [METAL <metallib|source>]                 (the manifest's "targets", one key each)
 #     [DROPPED <target>…] [VARIANT <v>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>]
@@ -33,7 +33,9 @@ function(ptkit_install_kernel_library target)
     "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT;FILE"
     "OPS;DTYPES;DROPPED;ISA;SASS;PTX;GFX;XPU;METAL")
   set(fn "ptkit_install_kernel_library(${target})")
-  _ptkit_check_arguments("${fn}" BACKEND NAMESPACE OPS DTYPES INSTALL_DIR)
+  # OPS may be left out: the install step takes the op table from what the library
+  # registers (ptkit.release.registrations).
+  _ptkit_check_arguments("${fn}" BACKEND NAMESPACE DTYPES INSTALL_DIR)
   if(NOT TARGET ${target})
     message(FATAL_ERROR "${fn}: no target named ${target}: create it first (add_library(${target} "
                         "MODULE …), or ptkit_add_metal_library for Metal)")
@@ -107,6 +109,7 @@ function(ptkit_install_kernel_library target)
     set(_ptkit_manifest_template \"${template}\")
     set(_ptkit_manifest \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${arg_INSTALL_DIR}/${target}.manifest.json\")
     set(_ptkit_audit \"${arg_AUDIT}\")
+    set(_ptkit_dtypes \"${arg_DTYPES}\")
     set(_ptkit_python \"${Python_EXECUTABLE}\")
     set(_ptkit_python_path \"${PTKIT_PYTHON_PATH}\")
     set(_ptkit_cuda_root \"${PTKIT_CUDA_TOOLKIT_ROOT}\")

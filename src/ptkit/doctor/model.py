@@ -104,7 +104,7 @@ class LibraryFacts:
 class RouteFacts:
     op: str
     device_type: str  # cpu, cuda, xpu, mps
-    implementation: str  # "native" or "reference"
+    implementation: str  # "native", "reference" or "unavailable" (ptkit.loading.routes)
     library: str | None
     reason: str
 

@@ -21,6 +21,7 @@ __all__ = [
     "MANIFEST_SUFFIX",
     "Manifest",
     "ManifestError",
+    "Registrations",
     "file_sha256",
     "find_manifests",
     "parse_manifest_text",
@@ -39,6 +40,38 @@ class ManifestError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Registrations:
+    """What the library really registers with torch's dispatcher, recorded at install time
+    by loading it alone into a fresh torch (``ptkit.release.registrations``)."""
+
+    # Namespaces whose one TORCH_LIBRARY / STABLE_TORCH_LIBRARY block the library holds:
+    # a second such block of a namespace in one process aborts it.
+    namespaces: tuple[str, ...]
+    # Qualified op ("ns::op") -> its schema, for the ops whose schemas the library defines.
+    schemas: dict[str, str]
+    # Qualified op -> the dispatch keys it registers kernels for ("CPU", "CUDA", "Meta",
+    # "CompositeExplicitAutograd" …).
+    kernels: dict[str, tuple[str, ...]]
+
+    @property
+    def defined_namespaces(self) -> tuple[str, ...]:
+        """The namespaces it defines schemas in, or holds the block of."""
+        found = [*self.namespaces, *(op.partition("::")[0] for op in self.schemas)]
+        return tuple(dict.fromkeys(found))
+
+    def ops_with_kernel(self, dispatch_key: str) -> tuple[str, ...]:
+        """The qualified ops it registers a ``dispatch_key`` kernel for, sorted."""
+        return tuple(sorted(op for op, keys in self.kernels.items() if dispatch_key in keys))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespaces": list(self.namespaces),
+            "schemas": dict(self.schemas),
+            "kernels": {op: list(keys) for op, keys in self.kernels.items()},
+        }
+
+
+@dataclasses.dataclass(frozen=True)
 class Manifest:
     path: Path
     package: str
@@ -54,6 +87,8 @@ class Manifest:
     platform: str
     ops: dict[str, tuple[str, ...]]
     sha256: str
+    # Optional: manifests written before ptkit recorded registrations have none.
+    registrations: Registrations | None = None
 
     @property
     def library_path(self) -> Path:
@@ -81,6 +116,7 @@ class Manifest:
             "platform": self.platform,
             "ops": {k: list(v) for k, v in self.ops.items()},
             "sha256": self.sha256,
+            **_registrations_json(self.registrations),
         }
 
 
@@ -100,6 +136,42 @@ def _str_list(value: Any, what: str, path: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ManifestError(f"{path}: {what} must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+_QUALIFIED_OP = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def _registrations_json(registrations: Registrations | None) -> dict[str, Any]:
+    return {} if registrations is None else {"registrations": registrations.to_json()}
+
+
+def parse_registrations(value: Any, path: Path) -> Registrations:
+    """The optional ``registrations`` block, every problem a ``ManifestError``."""
+    where = f"{path}: registrations"
+    if not isinstance(value, dict):
+        raise ManifestError(f"{where} must be an object, got {type(value).__name__}")
+    unknown = sorted(set(value) - {"namespaces", "schemas", "kernels"})
+    if unknown:
+        raise ManifestError(f"{where} has unknown fields {', '.join(unknown)}")
+    for field in ("namespaces", "schemas", "kernels"):
+        if field not in value:
+            raise ManifestError(f"{where} is missing {field!r}")
+    schemas = value["schemas"]
+    kernels = value["kernels"]
+    if not isinstance(schemas, dict) or not all(isinstance(v, str) for v in schemas.values()):
+        raise ManifestError(f"{where}.schemas must map ops to schema strings, got {schemas!r}")
+    if not isinstance(kernels, dict):
+        raise ManifestError(f"{where}.kernels must map ops to dispatch keys, got {kernels!r}")
+    for op in (*schemas, *kernels):
+        if not _QUALIFIED_OP.match(op):
+            raise ManifestError(f"{where}: expected a qualified op name (ns::op), got {op!r}")
+    return Registrations(
+        namespaces=_str_list(value["namespaces"], "registrations.namespaces", path),
+        schemas={str(k): v for k, v in schemas.items()},
+        kernels={
+            str(k): _str_list(v, f"registrations.kernels.{k}", path) for k, v in kernels.items()
+        },
+    )
 
 
 def parse_manifest(data: Any, path: Path) -> Manifest:
@@ -147,10 +219,13 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         platform=_require(data, "platform", str, path),
         ops={str(k): _str_list(v, f"ops.{k}", path) for k, v in ops.items()},
         sha256=sha256,
+        registrations=(
+            parse_registrations(data["registrations"], path) if "registrations" in data else None
+        ),
     )
 
 
-# A manifest is a few hundred bytes; its tables nest three deep.
+# A manifest is a few kilobytes; its tables nest three deep.
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_MANIFEST_DEPTH = 16
 
@@ -189,7 +264,7 @@ def parse_manifest_text(data: bytes, path: Path) -> Manifest:
         ) from exc
     if _nesting_depth(text) > MAX_MANIFEST_DEPTH:
         raise ManifestError(
-            f"{path}: nested more than {MAX_MANIFEST_DEPTH} levels deep; a manifest nests 3: "
+            f"{path}: nested more than {MAX_MANIFEST_DEPTH} levels deep; a manifest nests 4: "
             "rebuild the library"
         )
     try:

@@ -19,15 +19,17 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ptkit.loading.manifest import Manifest
 from ptkit.loading.rules import LoadDecision, LoadStatus
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "NATIVE_FOLDER",
+    "OpUnavailableError",
     "PackageEntry",
     "PackageLoad",
     "PackageLoadError",
@@ -35,6 +37,7 @@ __all__ = [
     "installed_packages",
     "locate_package",
     "native_dir_of",
+    "op_table",
     "package_version",
 ]
 
@@ -52,6 +55,12 @@ class PackageLoadError(ValueError):
     A library that cannot load here is never an error: its decision records why."""
 
 
+class OpUnavailableError(RuntimeError):
+    """An op was called whose only definition is in a native library that did not load
+    (a switch turned it off, or it cannot run here); the message names the op, why and
+    the fix. ``PackageLoad.available()`` says it before the call."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PackageLoad:
     """What ``load_package`` did for one package (ptkit itself included)."""
@@ -63,6 +72,24 @@ class PackageLoad:
     # namespace -> ops the package defines itself (load_package's ``ops``): listed by
     # explain() even when no manifest names them (a damaged install).
     defined_ops: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # Qualified op ("ns::op") -> why calling it raises OpUnavailableError: its only
+    # definition is in a library that did not load, or nothing defines it.
+    unavailable_ops: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def available(self, op: str) -> bool:
+        """Whether ``op`` ("ns::op", or "op" in the package's only namespace) can be
+        called: defined, and not only by a library that did not load. Register fakes and
+        autograd formulas only for available ops (``explain()`` says which device serves
+        it)."""
+        if "::" not in op:
+            namespaces = list(self.ops)
+            if len(namespaces) != 1:
+                raise ValueError(
+                    f"PackageLoad.available: expected a qualified op name (ns::{op}): "
+                    f"{self.name} has the namespaces {', '.join(namespaces) or 'none'}"
+                )
+            op = f"{namespaces[0]}::{op}"
+        return op not in self.unavailable_ops
 
     def loaded(self, backend: str | None = None) -> bool:
         """Whether a library (of ``backend``: ``cpu``, ``cuda``, ``hip``, ``xpu``,
@@ -76,16 +103,8 @@ class PackageLoad:
     def ops(self) -> dict[str, dict[str, tuple[str, ...]]]:
         """namespace -> op -> dtypes, from every readable manifest (loaded or not), and the
         ops the package defines (no dtypes known for those a manifest does not list)."""
-        table: dict[str, dict[str, tuple[str, ...]]] = {
-            namespace: dict.fromkeys(ops, ()) for namespace, ops in self.defined_ops.items()
-        }
-        for d in self.decisions:
-            if d.manifest is None:
-                continue
-            ops = table.setdefault(d.manifest.namespace, {})
-            for op, dtypes in d.manifest.ops.items():
-                ops[op] = tuple(dict.fromkeys((*ops.get(op, ()), *dtypes)))
-        return table
+        manifests = [d.manifest for d in self.decisions if d.manifest is not None]
+        return op_table(manifests, self.defined_ops)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,7 +123,31 @@ class PackageLoad:
                 for d in self.decisions
             ],
             "ops": {ns: {op: list(t) for op, t in ops.items()} for ns, ops in self.ops.items()},
+            "unavailable_ops": dict(self.unavailable_ops),
         }
+
+
+def op_table(
+    manifests: Sequence[Manifest], defined: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, dict[str, tuple[str, ...]]]:
+    """A package's ops: namespace -> op -> dtypes, from its manifests' op tables, the ops
+    its libraries define or serve with kernels (recorded registrations: schemas in C++
+    are listed even where no library of this install has their kernel), and ``defined``
+    (the ops the package defines in Python; no dtypes known for those)."""
+    table: dict[str, dict[str, tuple[str, ...]]] = {
+        namespace: dict.fromkeys(ops, ()) for namespace, ops in (defined or {}).items()
+    }
+    for manifest in manifests:
+        ops = table.setdefault(manifest.namespace, {})
+        for op, dtypes in manifest.ops.items():
+            ops[op] = tuple(dict.fromkeys((*ops.get(op, ()), *dtypes)))
+        registrations = manifest.registrations
+        recorded = () if registrations is None else (*registrations.schemas, *registrations.kernels)
+        prefix = f"{manifest.namespace}::"
+        for qualified in recorded:
+            if qualified.startswith(prefix):
+                ops.setdefault(qualified[len(prefix) :], ())
+    return table
 
 
 @dataclasses.dataclass(frozen=True)

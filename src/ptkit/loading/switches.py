@@ -6,6 +6,7 @@
 | ``PTKIT_FORCE_REFERENCE`` | ``1``: load no native library; every op runs the reference |
 | ``PTKIT_LOG`` | ``debug``, ``info``, ``warning`` (default), ``error`` or ``off``: what ptkit logs to stderr |
 | ``PTKIT_CPU_ISA`` | caps the CPU kernels' instruction-set level (``default``, ``x86-64-v3``…): the best level built, run by this CPU and not above the cap |
+| ``PTKIT_LOAD_TRACE`` | ``1``: say on stderr which library is about to load, and that it loaded (``ptkit build``'s smoke stage sets it, so a load that kills the process is named) |
 | ``PTKIT_VARIANT`` | build time only: the recipe to build (``recipes/<variant>.toml``) |
 
 They are read once per process (``process_switches``), when ``ptkit.runtime`` is first
@@ -46,6 +47,8 @@ class RuntimeSwitches:
     problems: tuple[str, ...] = ()
     # PTKIT_CPU_ISA, lower case, when it names a known level: the CPU kernels' cap.
     cpu_isa_cap: str | None = None
+    # PTKIT_LOAD_TRACE=1: each load is announced on stderr before it happens.
+    load_trace: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RuntimeSwitches:
@@ -83,13 +86,26 @@ class RuntimeSwitches:
                 "level this CPU runs"
             )
             cap = None
-        return cls(frozenset(disabled), force in _TRUE, log_level, tuple(problems), cap)
+        trace = env.get("PTKIT_LOAD_TRACE", "").strip().lower()
+        if trace not in _TRUE | {"", "0", "false", "no", "off"}:
+            problems.append(f"PTKIT_LOAD_TRACE: expected 1 or 0, got {trace!r}; treated as 0")
+        return cls(
+            frozenset(disabled), force in _TRUE, log_level, tuple(problems), cap, trace in _TRUE
+        )
 
     def disabled_reason(self, backend: str) -> str | None:
         if self.force_reference:
             return "native code switched off by PTKIT_FORCE_REFERENCE=1"
         if backend in self.disabled_backends:
             return f"native {backend} code switched off by PTKIT_DISABLE_NATIVE"
+        return None
+
+    def enable_fix(self, backend: str) -> str | None:
+        """How to switch ``backend``'s native code back on; None when it is not off."""
+        if self.force_reference:
+            return "unset PTKIT_FORCE_REFERENCE (or set it to 0)"
+        if backend in self.disabled_backends:
+            return f"take {backend} out of PTKIT_DISABLE_NATIVE"
         return None
 
 

@@ -32,6 +32,7 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+from ptkit.loading import namespaces
 from ptkit.loading.manifest import MANIFEST_SUFFIX, Manifest, ManifestError, read_manifest
 from ptkit.platforms import PLATFORMS, Platform, platform_for_wheel_tag
 from ptkit.release import elf_audit, fatbin, offload
@@ -255,6 +256,7 @@ def audit_wheel(
             sorted(Path(tmp, n) for n in names if n.endswith(MANIFEST_SUFFIX))
         )
         problems += manifest_problems
+        problems += namespaces.duplicate_definitions(manifests.values())
         if platform is not None:
             native = sorted(Path(tmp, n) for n in names if platform.is_native_library(n))
             for path in native:

@@ -37,7 +37,12 @@ from ptkit.loading.switches import process_switches
 if TYPE_CHECKING:
     from ptkit.degradation.compile_rules import CompileSupport
     from ptkit.loading.manifest import Manifest, ManifestError, read_manifest
-    from ptkit.loading.packages import PackageLoad, PackageLoadError, installed_packages
+    from ptkit.loading.packages import (
+        OpUnavailableError,
+        PackageLoad,
+        PackageLoadError,
+        installed_packages,
+    )
     from ptkit.loading.routes import OpRoute
     from ptkit.loading.rules import LoadDecision, LoadStatus
     from ptkit.loading.switches import RuntimeSwitches
@@ -65,6 +70,7 @@ _EXPORTS = {
     "Manifest": "ptkit.loading.manifest",
     "ManifestError": "ptkit.loading.manifest",
     "OpRoute": "ptkit.loading.routes",
+    "OpUnavailableError": "ptkit.loading.packages",
     "PackageLoad": "ptkit.loading.packages",
     "PackageLoadError": "ptkit.loading.packages",
     "RuntimeProfile": "ptkit.runtime.profiling",
@@ -89,6 +95,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "OpRoute",
+    "OpUnavailableError",
     "PackageLoad",
     "PackageLoadError",
     "RuntimeProfile",

@@ -6,6 +6,12 @@ library can run here (rules 1-5); this module asks torch for the facts those rul
 package's binding registers the MPS kernels; they are compiled at first use, and a
 compile failure falls back to the reference). Nothing here raises into an import:
 every failure becomes a recorded decision.
+
+Before ``dlopen`` it also refuses a library that would define an op namespace (or an op)
+already defined in this process (``ptkit.loading.namespaces``: torch aborts the process
+on a second definition), by another library it loaded or outside ptkit (Python code,
+``torch.ops.load_library``). With ``PTKIT_LOAD_TRACE=1`` each load is announced on stderr
+before it happens, so a library that kills the process is named.
 """
 
 from __future__ import annotations
@@ -13,14 +19,18 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import logging
+import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
 
+from ptkit.loading import namespaces
 from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
 from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
 from ptkit.loading.switches import RuntimeSwitches
+from ptkit.runtime.registrations import holds_namespace, op_entry
 
 __all__ = ["MetalBinding", "load_native_libraries", "torch_facts"]
 
@@ -29,6 +39,11 @@ logger = logging.getLogger("ptkit.runtime")
 # A package's Metal binding: given the shipped .metal / .metallib, it registers the MPS
 # implementations of the package's ops (Metal kernels are no shared library).
 MetalBinding = Callable[[Path], object]
+
+# Namespace -> the library this process loaded that defines it ("libx_cpu.so of mypkg"),
+# for every package: a second definer is refused before it is loaded.
+_namespace_owners: dict[str, str] = {}
+_owners_lock = threading.Lock()
 
 
 def torch_facts() -> TorchFacts:
@@ -113,6 +128,13 @@ def _decide_and_load(
     decision = decide_without_loading(manifest, facts, switches)
     if decision.status is not LoadStatus.LOADED:
         return decision
+    with _owners_lock:
+        conflict = namespaces.definition_conflict(manifest, _namespace_owners) or (
+            _defined_elsewhere(manifest)
+        )
+    if conflict is not None:
+        return LoadDecision(path, LoadStatus.FAILED, conflict, manifest)
+    _trace(switches, f"ptkit: loading {manifest.library_path}")
     try:
         if manifest.backend == "metal":
             assert metal_binding is not None
@@ -122,7 +144,15 @@ def _decide_and_load(
             load(str(manifest.library_path))
     except Exception as exc:  # OSError from dlopen, RuntimeError from registration
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _trace(switches, f"ptkit: loading {manifest.library_path} failed: {first_line}")
         return LoadDecision(path, LoadStatus.FAILED, f"loading failed: {first_line}", manifest)
+    _trace(switches, f"ptkit: loaded {manifest.library_path}")
+    if manifest.registrations is not None:
+        with _owners_lock:
+            for namespace in manifest.registrations.defined_namespaces:
+                _namespace_owners.setdefault(
+                    namespace, f"{manifest.library} (of {manifest.package}, loaded)"
+                )
     details: list[tuple[str, str]] = []
     if manifest.backend == "cpu":
         isa = _cpu_isa(manifest.library_path)
@@ -132,6 +162,41 @@ def _decide_and_load(
                 details.append(("isa cap", _isa_cap_note(switches.cpu_isa_cap, isa, manifest)))
     details += decision.details
     return dataclasses.replace(decision, details=tuple(details))
+
+
+def _trace(switches: RuntimeSwitches, line: str) -> None:
+    """PTKIT_LOAD_TRACE: a line on stderr, flushed before the next step can crash."""
+    if switches.load_trace:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _defined_elsewhere(manifest: Manifest) -> str | None:
+    """A namespace block or an op the library would define that already exists in this
+    process, defined outside ptkit's loader: the dispatcher is asked."""
+    registrations = manifest.registrations
+    if registrations is None:
+        return None
+    where = (
+        "in this process outside ptkit's loader (in Python with torch.library, or by a "
+        "library loaded with torch.ops.load_library)"
+    )
+    for namespace in registrations.namespaces:
+        if holds_namespace(namespace):
+            return (
+                f"refused before loading: {manifest.library} holds the TORCH_LIBRARY block of "
+                f"op namespace {namespace}, which is already defined {where}; a second block "
+                f"of a namespace aborts the process. Fix: {namespaces.FIX}"
+            )
+    for op in registrations.schemas:
+        entry = op_entry(op)
+        if entry is not None and entry.schema is not None:
+            return (
+                f"refused before loading: {manifest.library} defines {op}, which is already "
+                f"defined {where}; a second definition of an op aborts the process. Fix: "
+                "define each op once: in the library (no torch.library define for it) or in "
+                "Python (no def in the library)"
+            )
+    return None
 
 
 def load_native_libraries(

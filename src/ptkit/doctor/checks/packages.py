@@ -228,3 +228,27 @@ def variant_not_recommended(
             f"{choice.variant} variant for this machine: {choice.reason}",
             f"replace it with the {choice.variant} variant: {command}{where}",
         )
+
+
+@check(
+    "PTK309",
+    "op-unavailable",
+    Severity.INFO,
+    summary="an op of an installed package has no implementation on a device type (a "
+    "CUDA-only op on CPU, or an op whose only library the loader would not load)",
+    fix="nothing to do when the op is meant for other devices; otherwise the reason ends "
+    "with the fix (`ptkit explain` after importing the package says what runs where)",
+)
+def op_unavailable(packages: Sequence[PackageFacts]) -> Iterator[Problem]:
+    for package in packages:
+        rows: dict[str, list[str]] = {}
+        reasons: dict[str, str] = {}
+        for route in package.routes:
+            if route.implementation == "unavailable":
+                rows.setdefault(route.op, []).append(route.device_type)
+                reasons.setdefault(route.op, route.reason)
+        for op, device_types in rows.items():
+            yield Problem(
+                f"{package_label(package)}: {op} has no implementation on "
+                f"{', '.join(device_types)}: {reasons[op]}"
+            )

@@ -32,6 +32,7 @@ from ptkit.loading.packages import (
     NATIVE_FOLDER,
     discover_packages,
     locate_package,
+    op_table,
     package_version,
 )
 from ptkit.loading.routes import predicted_has_kernel, routes
@@ -206,10 +207,8 @@ def probe_package(
     if predicted is not None and manifests:
         facts = predicted[0]
         # Per namespace (a package normally has one), as explain() does.
-        for namespace in dict.fromkeys(m.namespace for m in manifests):
-            ops = list(
-                dict.fromkeys(op for m in manifests if m.namespace == namespace for op in m.ops)
-            )
+        for namespace, table in op_table(manifests).items():
+            ops = list(table)
             in_namespace = [
                 d for d in decisions if d.manifest is None or d.manifest.namespace == namespace
             ]

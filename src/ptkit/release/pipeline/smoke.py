@@ -6,6 +6,11 @@ the build through a ``.pth`` file, so nothing is downloaded; the wheel is instal
 runs it (``python`` is the fresh environment's). A recipe without one gets ``python -m
 ptkit.runtime.smoke <package>``. The package is the wheel's own (the folder holding
 ``_native/``), so another project built with ptkit is smoke-tested the same way.
+
+The command runs with ``PTKIT_LOAD_TRACE=1`` (the loader says which library it is about
+to load) and ``PYTHONFAULTHANDLER=1`` (Python's traceback on a crash): a child that dies
+by a signal is reported with the signal's name, the library being loaded at the time,
+and the command that reproduces it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -31,6 +37,8 @@ from ptkit.release.pipeline.errors import BuildError
 __all__ = ["SmokeResult", "fresh_venv", "smoke_command", "smoke_test", "wheel_package"]
 
 _NATIVE_MANIFEST = re.compile(r"^[^/]+/_native/[^/]+\.manifest\.json$")
+# The loader's PTKIT_LOAD_TRACE lines (ptkit.runtime.loader).
+_TRACE = re.compile(r"^ptkit: (loading|loaded) (\S+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +137,38 @@ def smoke_command(recipe: Recipe, package: str, version: str, project: Path) -> 
     return shlex.join(["python", "-m", "ptkit.runtime.smoke", package, "--expect-version", version])
 
 
+def _signal_of(returncode: int) -> str | None:
+    """The signal that killed the command: a negative code (the process itself), or
+    128 + n from the shell that ran it (sh reports a killed child so)."""
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if number <= 0:
+        return None
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return None
+    how = f"exit status {returncode}: " if returncode > 0 else ""
+    return f"{name} ({how}signal {number})"
+
+
+def _crash_site(stderr: str) -> str:
+    """Which library the loader was loading when the process died, from its trace."""
+    loading: str | None = None
+    last: str | None = None
+    for line in stderr.splitlines():
+        found = _TRACE.match(line.strip())
+        if found is None:
+            continue
+        what, library = found.groups()
+        last = library
+        loading = library if what == "loading" and " failed: " not in line else None
+    if loading is not None:
+        return f"while loading {loading} (the loader's last line: ptkit: loading {loading})"
+    if last is not None:
+        return f"after the loader was done with {last} (not while loading a library)"
+    return "before ptkit's loader loaded any library (at import, or in the test itself)"
+
+
 def smoke_test(
     wheel: Path,
     *,
@@ -167,6 +207,8 @@ def smoke_test(
         )
     env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])
     env["VIRTUAL_ENV"] = str(venv_dir)
+    env["PTKIT_LOAD_TRACE"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
     proc = subprocess.run(
         command,
         shell=True,
@@ -177,6 +219,19 @@ def smoke_test(
         timeout=900,
         check=False,
     )
+    died = _signal_of(proc.returncode)
+    if died is not None:
+        raise BuildError(
+            "smoke",
+            variant,
+            f"`{command}` was killed by {died} in a fresh environment, {_crash_site(proc.stderr)}",
+            "reproduce it with "
+            f"`cd {shlex.quote(str(venv_dir))} && PATH={shlex.quote(str(python.parent))}:$PATH "
+            f"PTKIT_LOAD_TRACE=1 PYTHONFAULTHANDLER=1 {command}` (the wheel stays installed "
+            "there); a library that crashes when loaded alone is found by "
+            "`python -m ptkit.runtime.registrations <library> --backend <backend>`",
+            details=(proc.stdout + proc.stderr).strip(),
+        )
     if proc.returncode != 0:
         raise BuildError(
             "smoke",
