@@ -23,9 +23,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import importlib.util
+import importlib.machinery
+import os
 import re
+import site
 import sys
+import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -204,10 +207,26 @@ def _version_field(text: str, name: str) -> str:
     return match.group(1) if match and match.group(1) != "None" else ""
 
 
+def _own_search_path() -> list[str]:
+    """This interpreter's ``sys.path`` without what ``PYTHONPATH`` added, except its own
+    site folders: CMake runs ptkit with ``PYTHONPATH`` at ptkit's install, whose torch is
+    not the build Python's when the two differ."""
+    added = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    own = {
+        os.path.abspath(p)
+        for p in (
+            *site.getsitepackages(),
+            sysconfig.get_path("purelib"),
+            sysconfig.get_path("platlib"),
+        )
+    }
+    return [p for p in sys.path if os.path.abspath(p or ".") not in added - own]
+
+
 def locate_torch() -> TorchInstall:
     """The torch this Python would import, found without importing it; ``LookupError``
     with the fix when there is none."""
-    spec = importlib.util.find_spec("torch")
+    spec = importlib.machinery.PathFinder.find_spec("torch", _own_search_path())
     if spec is None or not spec.submodule_search_locations:
         raise LookupError("torch is not installed in this Python: pip install 'torch>=2.10'")
     # The doctor's reading of the C++ ABI from torch's files, the one there is.

@@ -43,6 +43,7 @@ from ptkit.torch_abi import DEFAULT_ABI, PORTING_GUIDE
 __all__ = [
     "C_RUNTIME_NEEDED",
     "FORBIDDEN_NEEDED",
+    "LIBPYTHON",
     "PYTHON_SYMBOL",
     "ElfAudit",
     "ElfLibraryAudit",
@@ -56,7 +57,8 @@ __all__ = [
 ]
 
 # Linking any of these ties the wheel to one Python or one torch build.
-FORBIDDEN_NEEDED = (re.compile(r"^libpython\d"), re.compile(r"^libtorch_python\.so"))
+LIBPYTHON = re.compile(r"^libpython\d")
+FORBIDDEN_NEEDED = (LIBPYTHON, re.compile(r"^libtorch_python\.so"))
 # The C/C++ runtime: on every system a manylinux tag describes.
 C_RUNTIME_NEEDED = (
     re.compile(r"^lib(c|m|dl|rt|pthread)\.so\.\d+$"),
@@ -140,20 +142,31 @@ class ElfAudit:
         C API needed, a Python module init exported. The build stage checks these on the
         unrepaired wheel (a repair drops libpython's DT_NEEDED), the audit again."""
         name = self.path.name
-        found = [
-            f"{name} links {lib} (DT_NEEDED): the wheel would be tied to one Python and one "
-            f"torch build, and auditwheel's repair drops the entry, which hides it. Fix: "
-            f"{_NO_PYTHON_FIX}"
-            for lib in self.needed
-            if any(p.match(lib) for p in FORBIDDEN_NEEDED)
-        ]
         python = [sym for sym in self.undefined if PYTHON_SYMBOL.match(sym)]
-        if python:
+        needing = (
+            f" for {len(python)} symbol{'s' if len(python) > 1 else ''} of Python's C API or "
+            f"torch's Python bindings ({_first_few(python)})"
+            if python
+            else ""
+        )
+        found = []
+        for lib in self.needed:
+            if LIBPYTHON.match(lib):
+                found.append(
+                    f"{name} links {lib} (DT_NEEDED){needing}: the wheel would run on one Python "
+                    "only, and auditwheel's repair drops the entry, which hides it. Fix: "
+                    f"{_NO_PYTHON_FIX}"
+                )
+                needing = ""  # said once
+            elif any(p.match(lib) for p in FORBIDDEN_NEEDED):
+                found.append(
+                    f"{name} links {lib} (DT_NEEDED), torch's Python bindings: the wheel would "
+                    f"be tied to one Python and one torch build. Fix: {_NO_PYTHON_FIX}"
+                )
+        if needing:
             found.append(
-                f"{name} needs {len(python)} symbol{'s' if len(python) > 1 else ''} of Python's "
-                f"C API or torch's Python bindings ({_first_few(python)}): only a Python "
-                "process that has them resolves them, so the library is tied to one Python. "
-                f"Fix: {_NO_PYTHON_FIX}"
+                f"{name} needs{needing.removeprefix(' for')}: only a Python process that has "
+                f"them resolves them, so the library is tied to one Python. Fix: {_NO_PYTHON_FIX}"
             )
         inits = [sym for sym in self.exported if _PYTHON_INIT.match(sym)]
         if inits:

@@ -267,8 +267,9 @@ def _check_build_output(wheel: Path, variant: str) -> None:
         raise BuildError(
             "build",
             variant,
-            f"{count} librar{'ies' if count > 1 else 'y'} of {wheel.name} tied to Python, found "
-            "before the repair (which would drop libpython's DT_NEEDED and hide it)",
+            f"{count} problem{'s' if count > 1 else ''} in {wheel.name}: its libraries are tied "
+            "to Python, found before the repair (which would drop libpython's DT_NEEDED and "
+            "hide it)",
             "each problem above ends with its fix",
             details="\n".join(f"  - {p}" for p in problems),
         )

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptkit.platforms import current_platform
 from ptkit.recipes.model import Recipe
-from ptkit.release.elf_audit import FORBIDDEN_NEEDED
+from ptkit.release.elf_audit import LIBPYTHON
 from ptkit.release.pipeline._tools import find_tool, run_tool, tools_path
 from ptkit.release.pipeline.errors import BuildError
 from ptkit.release.pipeline.prerequisites import install_command
@@ -112,7 +112,7 @@ def repair_wheel(
             "repair",
             variant,
             f"auditwheel changed {len(changed)} librar{'ies' if len(changed) > 1 else 'y'} "
-            "after their manifests were written",
+            f"after {'their manifests were' if len(changed) > 1 else 'its manifest was'} written",
             "each line above says what changed, why, and the fix",
             details="\n".join(f"  - {c}" for c in changed),
         )
@@ -125,7 +125,7 @@ def repair_wheel(
 
 def _why(removed: list[str], added: list[str]) -> str:
     """Why auditwheel made these DT_NEEDED changes, and the fix."""
-    if any(FORBIDDEN_NEEDED[0].match(lib) for lib in removed):
+    if any(LIBPYTHON.match(lib) for lib in removed):
         return (
             "auditwheel removes libpython, which a manylinux wheel may not link: the library "
             f"links Python. Fix: no Python in a kernel library ({PORTING_GUIDE})"
