@@ -26,7 +26,12 @@ def pip_cuda_root() -> Path:
 def test_system_cuda_13_0_cannot_build_sm107_and_says_how_to_fix(tmp_path: Path) -> None:
     if not SYSTEM_NVCC.exists():
         pytest.skip("no system nvcc on this machine")
-    proc = _configure(REPO, tmp_path, "-DPTKIT_VARIANT=cu13", "-DPTKIT_CUDA_USE_SYSTEM=ON")
+    # An empty toolchain cache: the system's nvcc is the one found, whatever another run
+    # put into ~/.cache/ptkit.
+    no_cache = {"PTKIT_CACHE_DIR": str(tmp_path / "no-cache")}
+    proc = _configure(
+        REPO, tmp_path / "build", "-DPTKIT_VARIANT=cu13", "-DPTKIT_CUDA_USE_SYSTEM=ON", env=no_cache
+    )
     assert proc.returncode != 0
     message = " ".join(proc.stderr.split())
     assert (
@@ -106,7 +111,12 @@ def test_optional_target_the_toolkit_lacks_is_dropped_and_recorded(tmp_path: Pat
         "ptkit_add_kernel_library(ext_cuda BACKEND cuda NAMESPACE ext SOURCES kernels.cu\n"
         "  TARGETS sm_90 compute_90 OPTIONAL_TARGETS sm_107 OPS my_op DTYPES float32 INSTALL_DIR ext/_native)\n"
     )
-    proc = _configure(project, tmp_path / "build", "-DPTKIT_CUDA_USE_SYSTEM=ON")
+    proc = _configure(
+        project,
+        tmp_path / "build",
+        "-DPTKIT_CUDA_USE_SYSTEM=ON",
+        env={"PTKIT_CACHE_DIR": str(tmp_path / "no-cache")},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "ptkit_resolve_targets(cuda): optional target(s) sm_107 dropped" in " ".join(
         proc.stderr.split()
