@@ -438,3 +438,70 @@ def test_a_hash_mismatch_the_repair_caused_says_what_it_changed(tmp_path: Path) 
     (problem,) = audit_wheel(_library_wheel(tmp_path / "w2", alone, sha256="0" * 64)).problems
     assert "it set RPATH $ORIGIN/../x.libs and grafted nothing" in problem
     assert "(libpython): the unrepaired library links Python" in problem
+
+
+def _pinned_wheel(folder: Path, library: Path, requires: str | None, **manifest: object) -> Path:
+    """``_library_wheel``'s wheel, its METADATA with ``Requires-Dist: <requires>``."""
+    wheel = _library_wheel(folder, library, **manifest)
+    rewritten = folder / "pinned" / wheel.name
+    rewritten.parent.mkdir()
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(rewritten, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("METADATA") and requires:
+                data += f"Requires-Dist: {requires}\n".encode()
+            target.writestr(info, data)
+    return rewritten
+
+
+CLASSIC_214 = {"target_version": "2.14", "built_with": "2.14.1+cu130", "abi": "torch"}
+
+
+@pytest.mark.parametrize(
+    ("requires", "problem", "note"),
+    [
+        ("torch>=2.14,<2.15", None, None),
+        ("torch==2.14.*", None, None),
+        (
+            "torch>=2.10",
+            "requires torch>=2.10, but its torch-mode libraries load into torch 2.14 only: pin "
+            "torch>=2.14,<2.15",
+            None,
+        ),
+        ("torch>=2.13,<2.14", "requires torch<2.14,>=2.13, but its torch-mode libraries", None),
+        (None, None, "its torch-mode libraries load into torch 2.14 only, and its metadata does not pin torch"),
+    ],
+)  # fmt: skip
+def test_a_torch_mode_wheel_pins_its_torch_minor(
+    tmp_path: Path, requires: str | None, problem: str | None, note: str | None
+) -> None:
+    library = _library(tmp_path, "libclassic.so")
+    result = audit_wheel(_pinned_wheel(tmp_path / "w", library, requires, torch=CLASSIC_214))
+    if problem is None:
+        assert result.problems == (), result.format()
+    else:
+        (found,) = result.problems
+        assert problem in found, found
+    assert (
+        any(note in n for n in result.notes) if note else not any("pin" in n for n in result.notes)
+    )
+
+
+def test_a_wheel_of_torch_mode_libraries_of_two_minors_is_refused(tmp_path: Path) -> None:
+    one = _library(tmp_path, "libone.so")
+    two = _library(tmp_path, "libtwo.so")
+    classic_213 = {"target_version": "2.13", "built_with": "2.13.0+cpu", "abi": "torch"}
+    wheel = _wheel(
+        tmp_path / "wheel",
+        {
+            one.name: one.read_bytes(),
+            "one.manifest.json": _manifest(one.name, one.read_bytes(), torch=CLASSIC_214),
+            two.name: two.read_bytes(),
+            "two.manifest.json": _manifest(two.name, two.read_bytes(), torch=classic_213),
+        },
+    )
+    (problem,) = audit_wheel(wheel).problems
+    assert (
+        "built for different torch minors (libtwo.so (torch 2.13), libone.so (torch 2.14))"
+        in problem
+    )

@@ -9,6 +9,10 @@ libraries and how they are audited. For the wheel as a whole:
   relabelled by hand shows up as a mismatch), and every platform tag is of one platform;
 * a ``py3-none-any`` wheel (the toolkit) holds no native library, and a platform's wheel
   none of another platform's;
+* the ``torch``-mode libraries (:mod:`ptkit.torch_abi`) of a wheel are built for one
+  torch minor, and the wheel's ``Requires-Dist: torch`` (where it has one) allows that
+  minor and no other: pip must not put the wheel beside a torch its loader refuses; a
+  torch-mode wheel with no such pin gets a note;
 * every native library has a manifest, and each manifest's sha256 is that of the file
   in the wheel; where it is not and the repair left its marks (an ``$ORIGIN`` RPATH,
   DT_NEEDED entries naming libraries it grafted into ``<dist>.libs/``), the problem says
@@ -87,6 +91,12 @@ class WheelAudit:
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  PROBLEM: {p}" for p in self.problems] or ["  audit: ok"]
         return "\n".join(lines)
+
+
+def _metadata(archive: zipfile.ZipFile) -> str:
+    """The wheel's ``*.dist-info/METADATA`` ("" when it has none)."""
+    names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    return archive.read(names[0]).decode("utf-8", "replace") if len(names) == 1 else ""
 
 
 def _check_tags(wheel: Path) -> tuple[tuple[str, ...], list[str]]:
@@ -246,6 +256,56 @@ def _read_manifests(paths: list[Path], names: list[str]) -> tuple[dict[str, Mani
     return manifests, problems
 
 
+def _torch_pin(
+    manifests: dict[str, Manifest], metadata: str, wheel: str
+) -> tuple[list[str], list[str]]:
+    """Problems and notes of a wheel's torch-mode libraries against each other and against
+    its ``Requires-Dist: torch``."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    minors = {
+        (m.torch_target_version, m.library) for m in manifests.values() if m.torch_abi == "torch"
+    }
+    if not minors:
+        return [], []
+    wanted = sorted({minor for minor, _ in minors})
+    if len(wanted) > 1:
+        listed = ", ".join(f"{lib} (torch {a}.{b})" for (a, b), lib in sorted(minors))
+        return [
+            f"{wheel}: its torch-mode libraries are built for different torch minors ({listed}): "
+            "no torch loads them all; build every library of a wheel with one torch"
+        ], []
+    major, minor = wanted[0]
+    pins = []
+    for text in Parser().parsestr(metadata).get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "torch" and requirement.marker is None:
+            pins.append(requirement)
+    built = f"{major}.{minor}"
+    if not pins:
+        return [], [
+            f"its torch-mode libraries load into torch {built} only, and its metadata does not "
+            "pin torch: pip may install it beside another torch, where the loader skips them "
+            '(a recipe with variant.abi = "torch" and [torch] versions pins it)'
+        ]
+    problems = []
+    for pin in pins:
+        allows_own = pin.specifier.contains(f"{built}.0")
+        allows_other = pin.specifier.contains(f"{major}.{minor + 1}.0") or (
+            minor > 0 and pin.specifier.contains(f"{major}.{minor - 1}.0")
+        )
+        if not allows_own or allows_other:
+            problems.append(
+                f"{wheel}: requires {pin}, but its torch-mode libraries load into torch {built} "
+                f"only: pin torch>={built},<{major}.{minor + 1} (the build of a torch-mode "
+                "recipe does)"
+            )
+    return problems, []
+
+
 def _misplaced(names: list[str], platform: Platform | None, wheel: str) -> list[str]:
     """Native libraries a wheel of ``platform`` (None: ``py3-none-any``) must not hold."""
     problems = []
@@ -303,6 +363,9 @@ def audit_wheel(
             sorted(Path(tmp, n) for n in names if n.endswith(MANIFEST_SUFFIX)), names
         )
         problems += manifest_problems
+        pin_problems, pin_notes = _torch_pin(manifests, _metadata(archive), wheel.name)
+        problems += pin_problems
+        notes += pin_notes
         if platform is not None:
             native = sorted(Path(tmp, n) for n in names if platform.is_native_library(n))
             for path in native:
