@@ -273,3 +273,23 @@ def test_a_header_that_includes_torch_extension_h_stops_the_build_with_the_fix(
         "Python.h (pybind11, libtorch_python), and a ptkit library has no Python"
     ), proc.stderr
     assert "Fix: the compiler's message is at the end of the build log, above" in proc.stderr
+
+
+def test_plain_cmake_with_torch_213s_python_builds_for_torch_213(tmp_path: Path) -> None:
+    """The CMake package installed in .venv (torch 2.14), configured with .venv-torch213's
+    Python: torch is the build Python's own, not the one beside ptkit."""
+    if not TORCH213.exists():
+        pytest.fail(".venv-torch213 is missing: run scripts/bootstrap (make test does)")
+    proc = _cmake_build(tmp_path, f"-DPython_EXECUTABLE={TORCH213}")
+    assert proc.returncode == 0, proc.stderr
+    assert "ptkit: torch 2.13.0+cpu (headers and libtorch_cpu)" in proc.stdout
+    assert "it loads into torch 2.13 only" in proc.stdout
+    native = tmp_path / "prefix" / "muladd" / "_native"
+    manifest = json.loads((native / "muladd_cpu.manifest.json").read_text())
+    assert manifest["torch"] == {
+        "abi": "torch", "built_with": "2.13.0+cpu", "cxx11_abi": True, "target_version": "2.13",
+    }  # fmt: skip
+    loaded = run([str(TORCH213), "-c", "import sys, torch; torch.ops.load_library(sys.argv[1]); "
+                  "print(torch.ops.muladd.mymuladd(torch.ones(3), torch.ones(3), 1.0).tolist())",
+                  str(native / "libmuladd_cpu.so")], env=python_env(), cwd=Path("/"))  # fmt: skip
+    assert loaded.stdout.strip() == "[2.0, 2.0, 2.0]"
