@@ -179,7 +179,10 @@ def compile_error_cause(output: str) -> str | None:
     if guard:
         return guard.group(1)
     stable = re.search(
-        rf"^(\S+?):\d+:\d+: error: #error .*{re.escape(_STABLE_ONLY_ERROR)}", output, re.M
+        # GCC: `…/Tensor.h:99:2: error: #error "This file …"`; Clang drops the "#error".
+        rf"^\s*(\S+?):\d+:\d+: error: (?:#error )?.*{re.escape(_STABLE_ONLY_ERROR)}",
+        output,
+        re.M,
     )
     if stable:
         header = re.sub(r"^.*?/include/", "", stable.group(1))
