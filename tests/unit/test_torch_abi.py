@@ -95,7 +95,7 @@ def test_torchs_own_stable_only_error_is_said_with_the_fix() -> None:
         "minor), or port it to torch/csrc/stable/ (ptkit's docs/porting.md)"
     )
     # Clang's wording, indented as a build log may show it.
-    clang = '  /t/include/c10/core/Device.h:4:2: error: "This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined."\n'  # noqa: E501
+    clang = '  /t/include/c10/core/Device.h:4:2: error: "This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is defined."\n'
     assert (compile_error_cause(clang) or "").startswith("<c10/core/Device.h>: torch's classic")
     assert compile_error_cause("ld: undefined reference to foo\n") is None
 
