@@ -484,3 +484,109 @@ def test_a_gpu_library_from_the_installed_package_passes_the_code_audit_at_insta
         (prefix / "demo" / "_native" / f"demo_{backend}.manifest.json").read_text()
     )
     assert manifest["backend"] == backend
+
+
+# --- a library's own arguments: DEFINES, COMPILE_OPTIONS, LINK_LIBRARIES, REQUIRES_ISA ---
+
+SCALED_KERNELS_CPP = """\
+#include <cstdint>
+#ifndef DEMO_SCALE
+#error "DEMO_SCALE is the library's DEFINES"
+#endif
+namespace demo::PTKIT_CPU_ISA {
+void twice(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = DEMO_SCALE * x[i];
+}
+}  // namespace demo::PTKIT_CPU_ISA
+"""
+# An AMX instruction: it compiles only with the level's flags, and must never run on a CPU
+# without AMX (the loader skips the library there).
+AMX_CPP = """\
+#include <immintrin.h>
+extern "C" __attribute__((visibility("default"))) void demo_amx_release() { _tile_release(); }
+"""
+PACKAGE_INIT = "import ptkit.runtime\nptkit.runtime.load_package(__name__)\n"
+LOAD_AND_RUN = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import demo, ptkit.runtime
+decisions = [(d.library, d.status.value, d.reason) for d in ptkit.runtime.load_decisions("demo")]
+out = torch.ops.demo.twice(torch.arange(4.0)).tolist() if decisions[0][1] == "loaded" else None
+print(json.dumps({"decisions": decisions, "out": out}))
+"""
+
+
+def _cpu_has(flag: str) -> bool:
+    text = Path("/proc/cpuinfo").read_text()
+    flags = next(line for line in text.splitlines() if line.startswith("flags")).split()
+    return flag in flags
+
+
+def _build_package(tmp_path: Path, arguments: str, extra_sources: dict[str, str]) -> Path:
+    """Build and install the demo library with ``arguments``; the package folder (demo/
+    with its _native/) ptkit's loader loads it from."""
+    project = _project(
+        tmp_path / "demo",
+        "ptkit_add_kernel_library(demo_cpu BACKEND cpu NAMESPACE demo\n"
+        f"  SOURCES ops.cpp {' '.join(extra_sources)} ISA_SOURCES kernels.cpp ISA x86-64-v3\n"
+        f"  {arguments}\n  OPS twice DTYPES float32 INSTALL_DIR demo/_native)\n",
+    )
+    (project / "kernels.cpp").write_text(SCALED_KERNELS_CPP)
+    for name, text in extra_sources.items():
+        (project / name).write_text(text)
+    build, prefix = tmp_path / "build", tmp_path / "prefix"
+    proc = cmake_configure(project, build, f"-Dptkit_DIR={INSTALLED_CMAKE_DIR}",
+                           f"-DCMAKE_INSTALL_PREFIX={prefix}", "-DCMAKE_BUILD_TYPE=Release")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run([str(VENV_BIN / "cmake"), "--build", str(build)])
+    run([str(VENV_BIN / "cmake"), "--install", str(build)])
+    (prefix / "demo" / "__init__.py").write_text(PACKAGE_INIT)
+    return prefix
+
+
+def _load(prefix: Path) -> dict[str, object]:
+    proc = run([sys.executable, "-c", LOAD_AND_RUN, str(prefix)], env=python_env(), cwd=Path("/"))
+    return json.loads(proc.stdout)
+
+
+def test_a_librarys_defines_options_and_link_libraries_reach_its_sources_and_isa_copies(
+    tmp_path: Path,
+) -> None:
+    prefix = _build_package(
+        tmp_path,
+        "DEFINES DEMO_SCALE=3.0f COMPILE_OPTIONS -fno-math-errno LINK_LIBRARIES m",
+        {},
+    )
+    result = _load(prefix)
+    # ops.cpp runs the baseline copy; every copy was compiled with DEMO_SCALE (#error else).
+    assert result["out"] == [0.0, 3.0, 6.0, 9.0], result
+
+
+def test_a_library_requiring_an_isa_level_this_cpu_lacks_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """This machine has AVX-512 but no AMX (a test for a CPU without AMX: it fails loudly
+    on one with it rather than passing without checking anything)."""
+    assert _cpu_has("avx512_bf16") and not _cpu_has("amx_tile"), (
+        "this test needs a CPU with AVX512-BF16 and without AMX (/proc/cpuinfo)"
+    )
+    prefix = _build_package(tmp_path / "amx", "DEFINES DEMO_SCALE=2.0f REQUIRES_ISA amx-bf16",
+                            {"amx.cpp": AMX_CPP})  # fmt: skip
+    manifest = json.loads((prefix / "demo" / "_native" / "demo_cpu.manifest.json").read_text())
+    assert manifest["requires_isa"] == ["amx-bf16"]
+    result = _load(prefix)
+    assert result["decisions"] == [
+        [
+            "libdemo_cpu.so",
+            "skipped",
+            "requires the CPU ISA level amx-bf16 (REQUIRES_ISA), which this CPU lacks (no "
+            "amx_tile, amx_bf16 in /proc/cpuinfo; Intel Sapphire Rapids or newer (Xeon) have "
+            "it): run on such a CPU, or ship a build without REQUIRES_ISA amx-bf16 for this one",
+        ]
+    ]
+    # The level this CPU has: the same library loads and runs.
+    bf16 = _build_package(tmp_path / "bf16", "DEFINES DEMO_SCALE=2.0f REQUIRES_ISA avx512-bf16", {})
+    loaded = _load(bf16)
+    assert loaded["decisions"][0][1] == "loaded", loaded
+    assert "requires CPU ISA avx512-bf16" in str(loaded["decisions"][0][2])
+    assert loaded["out"] == [0.0, 2.0, 4.0, 6.0]

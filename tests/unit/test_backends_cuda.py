@@ -3,6 +3,8 @@ the resolver's messages and the driver rule."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ptkit.backends import BACKENDS, Device, TargetError, TargetRequest, Versions
@@ -150,14 +152,94 @@ def test_resolve_drops_an_optional_target_and_fails_on_a_required_one() -> None:
     assert "Fix: pip install 'nvidia-cuda-nvcc==13.5.*', or mark sm_107 optional" in failed.error
 
 
-def test_a_removed_arch_names_the_last_toolkit_that_built_it() -> None:
+def test_sm60_requested_with_cuda13_is_named_as_removed_with_the_last_toolkit() -> None:
+    """The fix is CUDA 12.9 (or dropping the target), never the toolkit in use."""
     resolution = CUDA.resolve(
-        TargetRequest(("sm_60", "sm_90"), (), "PTKIT_CUDA_ARCHS"), NVCC_130, "nvcc 13.0"
+        TargetRequest(("sm_60", "sm_90"), (), "PTKIT_CUDA_ARCHS"),
+        NVCC_130,
+        "nvcc 13.0",
+        "install recipe cu13's toolkit into ptkit's toolchain cache",
     )
-    assert "sm_60 was removed from newer toolkits (the last CUDA that builds it is 12.9)" in (
+    assert resolution.error.startswith(
+        "CUDA target sm_60 was removed in CUDA 13.0; CUDA 12.9 is the last toolkit that builds "
+        "it; found nvcc 13.0"
+    )
+    assert (
+        'Fix: build sm_60 with CUDA 12.9 (a variant whose recipe has [toolkit] version = "12.9"), '
+        "or remove it from PTKIT_CUDA_ARCHS, or mark sm_60 optional" in resolution.error
+    )
+    assert "cu13's toolkit" not in resolution.error
+
+
+@pytest.mark.parametrize(
+    ("target", "removed"),
+    [("sm_50", "13.0"), ("sm_61", "13.0"), ("sm_70", "13.0"), ("sm_72", "13.0"),
+     ("sm_37", "12.0"), ("sm_30", "11.0")],
+)  # fmt: skip
+def test_maxwell_pascal_volta_and_kepler_are_named_as_removed(target: str, removed: str) -> None:
+    reason = CUDA.missing_target_reason(target)
+    assert reason.startswith(f"was removed in CUDA {removed}; CUDA ")
+    assert CUDA.missing_target_reason("sm_75") != reason  # Turing: still built by CUDA 13
+
+
+def test_sm101_is_named_as_renamed_to_sm110_in_a_recipe() -> None:
+    resolution = CUDA.resolve(TargetRequest(("sm_101a",), (), "recipe"), NVCC_130, "nvcc 13.0")
+    assert resolution.error.startswith(
+        "CUDA target sm_101a was renamed sm_110a in CUDA 13.0 (CUDA 12.9 is the last toolkit "
+        "that builds sm_101a)"
+    )
+    assert "Fix: remove sm_101a from the recipe's targets.cuda, or ask for sm_110a instead" in (
         resolution.error
     )
-    assert "remove it from PTKIT_CUDA_ARCHS" in resolution.error
+
+
+def test_torch_cuda_arch_list_replaces_the_recipes_targets_and_says_so() -> None:
+    request = CUDA.requested_targets(
+        ("sm_90", "sm_120"), ("sm_107",), {"TORCH_CUDA_ARCH_LIST": "8.0"}
+    )
+    assert request == TargetRequest(
+        ("sm_80",),
+        (),
+        "TORCH_CUDA_ARCH_LIST",
+        "TORCH_CUDA_ARCH_LIST='8.0' replaces the recipe's targets (sm_90 sm_120 sm_107); "
+        "PTKIT_CUDA_ARCHS would win over it",
+    )
+
+
+def test_ptkit_cuda_archs_wins_over_torch_cuda_arch_list_and_says_so() -> None:
+    request = CUDA.requested_targets(
+        ("sm_90",), (), {"TORCH_CUDA_ARCH_LIST": "8.0", "PTKIT_CUDA_ARCHS": "12.0+PTX"}
+    )
+    assert (request.targets, request.source) == (("sm_120", "compute_120"), "PTKIT_CUDA_ARCHS")
+    assert request.note == "PTKIT_CUDA_ARCHS wins over TORCH_CUDA_ARCH_LIST='8.0' (both are set)"
+
+
+@pytest.mark.parametrize(
+    ("value", "targets"),
+    [
+        ("8.0 8.6+PTX", ("sm_80", "sm_86", "compute_86")),
+        ("Hopper", ("sm_90", "compute_90")),
+        ("Ampere;9.0a", ("sm_80", "sm_86", "compute_86", "sm_90a")),
+        ("Blackwell+Tegra", ("sm_110",)),
+    ],
+)
+def test_torch_cuda_arch_list_style_strings_and_names(value: str, targets: tuple[str, ...]) -> None:
+    assert CUDA.requested_targets((), (), {"TORCH_CUDA_ARCH_LIST": value}).targets == targets
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("native", "TORCH_CUDA_ARCH_LIST='native': 'native' (the GPUs of the machine that builds)"),
+        ("8.0,9.0", "TORCH_CUDA_ARCH_LIST='8.0,9.0': separate the entries with ';' or spaces"),
+        ("sm_80", "TORCH_CUDA_ARCH_LIST='sm_80': 'sm_80' is not a compute capability"),
+    ],
+)
+def test_a_torch_cuda_arch_list_ptkit_cannot_read_is_refused_naming_it(
+    value: str, message: str
+) -> None:
+    with pytest.raises(TargetError, match="^" + re.escape(message)):
+        CUDA.requested_targets(("sm_90",), (), {"TORCH_CUDA_ARCH_LIST": value})
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,11 @@ def test_the_isa_levels_and_their_flags_come_from_the_platform(tmp_path: Path) -
         'message(STATUS "demo: ${built} | ${flags}")\n'
         "ptkit_target_cpu_isa(t SOURCES k.cpp ISA x86-64-v9)\n",
     )
-    assert "demo: x86-64-v3;default | -march=x86-64-v3;-mtune=generic;" in proc.stdout
+    # Compiled like the library (its options first), then the level's flags, which win.
+    assert (
+        "demo: x86-64-v3;default | $<TARGET_PROPERTY:t,COMPILE_OPTIONS>;-march=x86-64-v3;"
+        "-mtune=generic;" in proc.stdout
+    )
     assert (
         "ptkit_target_cpu_isa(t): unknown CPU ISA level 'x86-64-v9'; known: x86-64-v4, "
         "x86-64-v3, x86-64-v2, default"
@@ -293,3 +297,118 @@ def test_an_environment_override_replaces_what_an_earlier_configure_cached(
         f"-D{variable}={tmp_path / 'cached'}" in _flat(replaced.stdout)
     )
     assert f"{tmp_path / 'third' / compiler} (from {variable})" in _report(root)[backend]["detail"]
+
+
+# --- the ABI mode, the library's own arguments ---------------------------------------
+
+STABLE_OPS = (
+    "#include <torch/csrc/stable/library.h>\n"
+    'STABLE_TORCH_LIBRARY(demo, m) { m.def("noop(Tensor x) -> Tensor"); }\n'
+)
+
+
+def _library(
+    root: Path, arguments: str, *, before: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ops.cpp").write_text(STABLE_OPS)
+    (root / "kernels.cpp").write_text("int kernel() { return 1; }\n")
+    return _configure(
+        root,
+        f"{before}ptkit_add_kernel_library(demo_cpu BACKEND cpu NAMESPACE demo SOURCES ops.cpp "
+        f"{arguments} OPS noop DTYPES float32 INSTALL_DIR demo/_native)\n",
+        **env,
+    )
+
+
+def _manifest(root: Path) -> dict[str, object]:
+    return json.loads((root / "build" / "demo_cpu.manifest.in.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "before", "cache", "abi"),
+    [
+        ("", "", "", "stable"),
+        ("", "set(PTKIT_RECIPE_ABI torch)\n", "", "torch"),  # what ptkit_read_recipe sets
+        ("", "set(PTKIT_RECIPE_ABI torch)\n", "stable", "stable"),
+        ("ABI torch", "", "stable", "torch"),
+        ("ABI stable", "set(PTKIT_RECIPE_ABI torch)\n", "torch", "stable"),
+    ],
+)
+def test_the_abi_is_the_calls_else_ptkit_abi_else_the_recipes_else_stable(
+    tmp_path: Path, arguments: str, before: str, cache: str, abi: str
+) -> None:
+    body = before + (f'set(PTKIT_ABI "{cache}" CACHE STRING "" FORCE)\n' if cache else "")
+    proc = _library(tmp_path, arguments, before=body)
+    assert proc.returncode == 0, proc.stderr
+    torch = _manifest(tmp_path)["torch"]
+    assert isinstance(torch, dict) and torch["abi"] == abi
+    import torch as real_torch
+
+    minor = ".".join(real_torch.__version__.split(".")[:2])
+    assert torch["target_version"] == (minor if abi == "torch" else "2.10")
+    assert ("cxx11_abi" in torch) is (abi == "torch")
+    assert torch["built_with"] == real_torch.__version__
+
+
+def test_a_wrong_abi_names_where_it_came_from(tmp_path: Path) -> None:
+    proc = _library(tmp_path / "a", "ABI classic")
+    assert proc.returncode != 0
+    assert (
+        "ptkit_add_kernel_library(demo_cpu): ABI 'classic' is not one of stable, torch: stable "
+        "(the LibTorch stable ABI" in _flat(proc.stderr)
+    )
+    recipe = _library(tmp_path / "b", "", before="set(PTKIT_RECIPE_ABI Torch)\n")
+    assert "the recipe's abi 'Torch' is not one of stable, torch (did you mean 'torch'?)" in _flat(
+        recipe.stderr
+    )
+
+
+def test_a_classic_include_in_a_stable_library_fails_configure_naming_it(tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ops.cpp").write_text("#include <torch/all.h>\n#include <c10/cuda/CUDAStream.h>\n")
+    proc = _configure(
+        tmp_path,
+        "ptkit_add_kernel_library(demo_cpu BACKEND cpu NAMESPACE demo SOURCES ops.cpp "
+        "OPS noop DTYPES float32 INSTALL_DIR demo/_native)\n",
+    )
+    assert proc.returncode != 0
+    message = _flat(proc.stderr)
+    assert (
+        "ptkit_add_kernel_library(demo_cpu): ops.cpp:1 includes <torch/all.h>, "
+        "<c10/cuda/CUDAStream.h> (line 2): torch's classic C++ API" in message
+    )
+    assert "Fix: build it in the torch mode (ABI torch" in message
+    row = _report(tmp_path)["cpu"]
+    assert row["status"] == "failed" and row["detail"].startswith("demo_cpu: ops.cpp:1 includes")
+
+
+def test_the_librarys_own_arguments_reach_its_compile_and_link_lines(tmp_path: Path) -> None:
+    proc = _library(
+        tmp_path,
+        "ISA_SOURCES kernels.cpp ISA x86-64-v3 DEFINES DEMO_FAST=1 COMPILE_OPTIONS -fno-math-errno "
+        "LINK_LIBRARIES m REQUIRES_ISA avx512-bf16",
+    )
+    assert proc.returncode == 0, proc.stderr
+    ninja = (tmp_path / "build" / "build.ninja").read_text()
+    commands = [
+        line for line in ninja.splitlines() if line.strip().startswith(("DEFINES", "FLAGS"))
+    ]
+    text = "\n".join(commands)
+    # The library and both ISA copies get the defines, the options and the required level.
+    assert text.count("-DDEMO_FAST=1") == 3, text
+    assert text.count("-fno-math-errno") == 3
+    assert text.count("-mavx512bf16") == 3
+    assert "-lm" in ninja or "libm" in ninja
+    assert _manifest(tmp_path)["requires_isa"] == ["avx512-bf16"]
+    assert "ptkit: demo_cpu: requires CPU ISA avx512-bf16" in proc.stdout
+    assert "requires CPU ISA avx512-bf16" in _report(tmp_path)["cpu"]["detail"]
+
+
+def test_an_unknown_required_level_fails_configure_with_the_known_ones(tmp_path: Path) -> None:
+    proc = _library(tmp_path, "REQUIRES_ISA avx512bf16")
+    assert proc.returncode != 0
+    assert (
+        "ptkit_add_kernel_library(demo_cpu): REQUIRES_ISA avx512bf16: not a CPU ISA level of "
+        "x86_64 (did you mean 'avx512-bf16'?)" in _flat(proc.stderr)
+    )

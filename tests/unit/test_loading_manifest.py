@@ -26,12 +26,26 @@ GOOD = {
     "toolkit": {"name": "gnu", "version": "12.2.0"},
     "targets": {"isa": ["x86-64-v3", "default"]},
     "dropped_targets": [],
-    "torch": {"target_version": "2.10", "built_with": "2.14.1+cu130"},
+    "torch": {"target_version": "2.10", "built_with": "2.14.1+cu130", "abi": "stable"},
     "platform": "linux-x86_64",
     "ops": {"rms_norm": ["float32"]},
+    "requires_isa": [],
     "sha256": "0" * 64,
 }
 P = Path("/pkg/_native/ptkit_cpu.manifest.json")
+CLASSIC = {
+    **GOOD,
+    "torch": {"target_version": "2.14", "built_with": "2.14.1+cu130", "abi": "torch", "cxx11_abi": True},
+    "requires_isa": ["avx512-bf16"],
+}  # fmt: skip
+# Written before torch.abi and requires_isa existed: a stable library that requires nothing.
+OLD = {
+    **{k: v for k, v in GOOD.items() if k != "requires_isa"},
+    "torch": {"target_version": "2.10", "built_with": "2.14.1+cu130"},
+}
+SCHEMA = json.loads(
+    (Path(__file__).parents[2] / "src/ptkit/loading/manifest.schema.json").read_text()
+)
 
 
 def test_good_manifest_parses() -> None:
@@ -39,6 +53,56 @@ def test_good_manifest_parses() -> None:
     assert m.torch_target_version == (2, 10)
     assert m.library_path == Path("/pkg/_native/libptkit_cpu.so")
     assert m.to_json() == GOOD
+
+
+def test_a_torch_mode_manifest_records_what_it_binds_to() -> None:
+    m = parse_manifest(CLASSIC, P)
+    assert (m.torch_abi, m.torch_built_with, m.torch_cxx11_abi) == ("torch", "2.14.1+cu130", True)
+    assert m.requires_isa == ("avx512-bf16",)
+    assert m.to_json() == CLASSIC
+
+
+def test_a_manifest_older_than_the_abi_field_reads_as_stable() -> None:
+    m = parse_manifest(OLD, P)
+    assert (m.torch_abi, m.torch_cxx11_abi, m.requires_isa) == ("stable", None, ())
+    assert m.to_json() == GOOD
+
+
+@pytest.mark.parametrize("document", [GOOD, CLASSIC, OLD], ids=["stable", "torch", "old"])
+def test_the_schema_takes_what_the_parser_takes(document: dict) -> None:
+    import jsonschema
+
+    jsonschema.validate(document, SCHEMA)
+    jsonschema.validate(parse_manifest(document, P).to_json(), SCHEMA)
+
+
+def test_the_schema_and_the_parser_name_the_same_fields() -> None:
+    """Every field the schema allows is one to_json writes, and the other way round."""
+    written = parse_manifest(CLASSIC, P).to_json()
+    assert set(SCHEMA["properties"]) == set(written)
+    assert set(SCHEMA["properties"]["torch"]["properties"]) == set(written["torch"])
+
+
+BAD_BINDINGS = [
+    ({"torch": {**CLASSIC["torch"], "abi": "classic"}}, "torch.abi must be one of stable, torch"),
+    ({"torch": {**CLASSIC["torch"], "cxx11_abi": 1}}, "torch.cxx11_abi must be true or false"),
+    (
+        {"torch": {"target_version": "2.14", "built_with": "", "abi": "torch"}},
+        "torch.built_with must be the torch version of an ABI torch build",
+    ),
+    ({"requires_isa": "avx512-bf16"}, "requires_isa must be a list of strings"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_BINDINGS)
+def test_a_bad_binding_is_refused_by_both(change: dict, message: str) -> None:
+    import jsonschema
+
+    document = {**CLASSIC, **change}
+    with pytest.raises(ManifestError, match=message):
+        parse_manifest(document, P)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, SCHEMA)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ import pytest
 from ptkit.loading.manifest import parse_manifest
 from ptkit.loading.rules import TorchFacts, check_compatibility
 from ptkit.loading.switches import RuntimeSwitches
+from ptkit.platforms import CpuFacts
 
 GOOD = {
     "schema_version": 1,
@@ -284,3 +285,150 @@ def test_cuda_library_needs_a_cuda_torch() -> None:
     manifest = parse_manifest(CUDA_MANIFEST, Path("/p/ptkit_cuda.manifest.json"))
     reason = check_compatibility(manifest, facts, RuntimeSwitches(), "linux-x86_64")
     assert reason == "torch 2.13.0+cpu is not a CUDA build; the cuda library needs one"
+
+
+# --- the torch ABI mode (ptkit.torch_abi) and the CPU ISA a library requires -----------
+
+CLASSIC = {**GOOD, "torch": {"target_version": "2.14", "built_with": "2.14.1+cu130", "abi": "torch", "cxx11_abi": True}}  # fmt: skip
+TORCH_214_CPU = TorchFacts("2.14.0+cpu", cuda=None, hip=None, has_xpu=False, has_mps=False)
+SAPPHIRE_RAPIDS = CpuFacts(
+    "x86_64",
+    frozenset(
+        [
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi1",
+            "bmi2",
+            "abm",
+            "movbe",
+            "xsave",
+            "cx16",
+            "lahf_lm",
+            "popcnt",
+            "pni",
+            "sse4_1",
+            "sse4_2",
+            "ssse3",
+            "avx512f",
+            "avx512bw",
+            "avx512cd",
+            "avx512dq",
+            "avx512vl",
+            "avx512_bf16",
+            "amx_tile",
+            "amx_bf16",
+        ]
+    ),
+    "/proc/cpuinfo",
+)
+ICE_LAKE = CpuFacts("x86_64", SAPPHIRE_RAPIDS.features - {"amx_tile", "amx_bf16"}, "/proc/cpuinfo")  # type: ignore[operator]
+
+
+def test_a_torch_mode_library_loads_into_its_torch_minor_only() -> None:
+    classic = parse_manifest(CLASSIC, P)
+    assert (classic.torch_abi, classic.torch_cxx11_abi) == ("torch", True)
+    assert check_compatibility(classic, TORCH_214_CUDA, NO_SWITCHES, "linux-x86_64") is None
+    # Another patch release or another build of the same minor: the same C++ API.
+    assert check_compatibility(classic, TORCH_214_CPU, NO_SWITCHES, "linux-x86_64") is None
+    assert check_compatibility(classic, TORCH_213_CPU, NO_SWITCHES, "linux-x86_64") == (
+        "built for torch 2.14 (classic C++ ABI); this is torch 2.13: install the build for "
+        "torch 2.13 from the index, or rebuild"
+    )
+
+
+def test_a_torch_mode_library_is_not_loaded_into_a_newer_torch_either() -> None:
+    """The stable rule would take any newer torch; the classic C++ API promises nothing."""
+    built_213 = {"target_version": "2.13", "built_with": "2.13.0+cpu", "abi": "torch"}
+    classic = parse_manifest({**CLASSIC, "torch": built_213}, P)
+    assert "built for torch 2.13 (classic C++ ABI); this is torch 2.14" in (
+        check_compatibility(classic, TORCH_214_CUDA, NO_SWITCHES, "linux-x86_64") or ""
+    )
+
+
+def test_a_torch_mode_library_needs_the_same_cxx11_abi() -> None:
+    classic = parse_manifest(CLASSIC, P)
+    old_abi = dataclasses.replace(TORCH_214_CUDA, cxx11_abi=False)
+    assert check_compatibility(classic, old_abi, NO_SWITCHES, "linux-x86_64") == (
+        "built with _GLIBCXX_USE_CXX11_ABI=1 (classic C++ ABI), torch 2.14.1+cu130 uses "
+        "_GLIBCXX_USE_CXX11_ABI=0: its C++ symbols differ; install the build for this torch, "
+        "or rebuild against it"
+    )
+    # Unknown on either side (a torch that does not say): the minor decides.
+    unknown = dataclasses.replace(TORCH_214_CUDA, cxx11_abi=None)
+    assert check_compatibility(classic, unknown, NO_SWITCHES, "linux-x86_64") is None
+
+
+def test_the_loaded_reason_says_which_abi(tmp_path: Path) -> None:
+    """Rules 1-5 pass for a library file that matches its manifest (this Python's own
+    executable stands in for an ELF file of this machine)."""
+    import shutil
+    import sys
+
+    from ptkit.loading.manifest import file_sha256
+    from ptkit.loading.rules import LoadStatus, decide_without_loading
+    from ptkit.platforms import manifest_platform
+
+    library = tmp_path / "libptkit_cpu.so"
+    shutil.copy(Path(sys.executable).resolve(), library)
+    here = {"platform": manifest_platform(), "sha256": file_sha256(library)}
+    path = tmp_path / "ptkit_cpu.manifest.json"
+    stable = decide_without_loading(
+        parse_manifest({**GOOD, **here}, path), TORCH_214_CUDA, NO_SWITCHES
+    )
+    classic = decide_without_loading(
+        parse_manifest({**CLASSIC, **here}, path), TORCH_214_CUDA, NO_SWITCHES
+    )
+    assert stable.status is classic.status is LoadStatus.LOADED, (stable.reason, classic.reason)
+    assert stable.reason == "cpu variant, built with torch 2.14.1+cu130, stable ABI target 2.10"
+    assert classic.reason == (
+        "cpu variant, built with torch 2.14.1+cu130, classic C++ ABI, torch 2.14 only"
+    )
+
+
+@pytest.mark.parametrize(
+    ("requires", "cpu", "expected"),
+    [
+        ((), ICE_LAKE, None),
+        (("x86-64-v4", "avx512-bf16"), ICE_LAKE, None),
+        (("amx-bf16",), SAPPHIRE_RAPIDS, None),
+        (
+            ("avx512-bf16", "amx-bf16"),
+            ICE_LAKE,
+            "requires the CPU ISA level amx-bf16 (REQUIRES_ISA), which this CPU lacks (no "
+            "amx_tile, amx_bf16 in /proc/cpuinfo; Intel Sapphire Rapids or newer (Xeon) have "
+            "it): run on such a CPU, or ship a build without REQUIRES_ISA amx-bf16 for this one",
+        ),
+        (
+            ("avx512-bf16",),
+            CpuFacts("x86_64", None, "ptkit does not read the CPU's features on macos yet"),
+            "requires the CPU ISA level avx512-bf16 and ptkit does not read the CPU's features "
+            "on macos yet, so whether this CPU has it is unknown",
+        ),
+        (
+            ("sve",),
+            ICE_LAKE,
+            "REQUIRES_ISA sve: not a CPU ISA level of x86_64; known: x86-64-v2",
+        ),
+    ],
+)
+def test_a_library_that_requires_an_isa_level_is_skipped_on_a_cpu_without_it(
+    requires: tuple[str, ...], cpu: CpuFacts, expected: str | None
+) -> None:
+    manifest = _manifest(requires_isa=requires)
+    reason = check_compatibility(manifest, TORCH_214_CUDA, NO_SWITCHES, "linux-x86_64", cpu)
+    if expected is None:
+        assert reason is None
+    else:
+        assert reason is not None and expected in reason, reason
+
+
+def test_this_machines_cpu_is_read_when_none_is_given() -> None:
+    """The loader passes no CpuFacts: ptkit.platforms reads this machine's (Linux: cpuinfo)."""
+    from ptkit.platforms import this_cpu
+
+    cpu = this_cpu()
+    manifest = _manifest(requires_isa=("x86-64-v2",))
+    expected = check_compatibility(manifest, TORCH_214_CUDA, NO_SWITCHES, "linux-x86_64", cpu)
+    assert check_compatibility(manifest, TORCH_214_CUDA, NO_SWITCHES, "linux-x86_64") == expected

@@ -86,6 +86,10 @@ RECORDS: dict[str, tuple[str, ...]] = {
         "ops",
         "sha256",
         "registrations",
+        # Added with defaults (API_VERSION stays 1): the ABI mode and the CPU requirements.
+        "torch_abi",
+        "torch_cxx11_abi",
+        "requires_isa",
     ),
     "RuntimeSwitches": (
         "disabled_backends",

@@ -173,7 +173,11 @@ def test_libpython_and_unknown_libraries_are_rejected(tmp_path: Path) -> None:
     other = _library(tmp_path, "libfoo.so.1")
     library = _library(tmp_path, "libbad.so", links=(python, other))
     problems = audit_wheel(_library_wheel(tmp_path / "wheel", library)).problems
-    assert any("links libpython3.11.so.1.0" in p and "one Python/torch" in p for p in problems)
+    assert any(
+        "links libpython3.11.so.1.0 (DT_NEEDED): the wheel would run on one Python only, and "
+        "auditwheel's repair drops the entry" in p
+        for p in problems
+    )
     assert any(
         "links libfoo.so.1, which is neither what torch provides to cpu code" in p for p in problems
     )
@@ -204,18 +208,72 @@ def test_a_gpu_runtime_is_allowed_to_its_backend_only(tmp_path: Path) -> None:
     assert [p.split(",")[0] for p in problems] == ["libmixed.so links libcudart.so.13"]
 
 
-def test_torch_cxx_symbols_outside_the_stable_abi_are_rejected(tmp_path: Path) -> None:
-    source = (
-        "void _ZN3c106detail14torchCheckFailEv(void);\n"
-        "void _ZN5torch6stable6detail4callEv(void);\n"
-        "void f(void) { _ZN3c106detail14torchCheckFailEv(); _ZN5torch6stable6detail4callEv(); }\n"
-    )
-    library = _library(tmp_path, "libunstable.so", source)
+# Torch C++ symbols of three namespaces (as torch's classic C++ API names them) and one of
+# torch::stable's header-only helpers.
+CLASSIC_SOURCE = (
+    "void _ZN3c106detail14torchCheckFailEv(void);\n"
+    "void _ZN3c1010TensorType3getEv(void);\n"
+    "void _ZN2at4_ops10mul_Scalar4callEv(void);\n"
+    "void _ZN5torch7Library4_defEv(void);\n"
+    "void _ZN5torch6stable6detail4callEv(void);\n"
+    "void f(void) { _ZN3c106detail14torchCheckFailEv(); _ZN3c1010TensorType3getEv();\n"
+    "  _ZN2at4_ops10mul_Scalar4callEv(); _ZN5torch7Library4_defEv();\n"
+    "  _ZN5torch6stable6detail4callEv(); }\n"
+)
+
+
+def test_torch_cxx_symbols_outside_the_stable_abi_are_one_summary(tmp_path: Path) -> None:
+    library = _library(tmp_path, "libunstable.so", CLASSIC_SOURCE)
     assert "_ZN3c106detail14torchCheckFailEv" in audit_elf(library).undefined
     (problem,) = audit_wheel(_library_wheel(tmp_path / "wheel", library)).problems
-    assert "needs _ZN3c106detail14torchCheckFailEv, a torch C++ symbol outside the stable" in (
-        problem
+    assert problem.startswith(
+        "libunstable.so needs 4 torch C++ symbols outside the stable ABI (2 c10::, 1 at::, "
+        "1 torch::; first: "
     )
+    # Demangled (binutils' c++filt), the first few only.
+    assert "at::_ops::mul_Scalar::call()" in problem and "and 1 more" in problem
+    assert problem.endswith(
+        "it uses torch's classic C++ API. Fix: build it in the torch mode "
+        "(ptkit_add_kernel_library(… ABI torch): one wheel per torch minor), or port it to the "
+        "stable ABI (torch/csrc/stable/; ptkit's docs/porting.md)"
+    )
+
+
+def test_a_torch_mode_library_is_entitled_to_torchs_cxx_symbols_and_libraries(
+    tmp_path: Path,
+) -> None:
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    torch = tuple(_library(stubs, n) for n in ("libtorch_cpu.so", "libc10.so", "libtorch.so"))
+    library = _library(tmp_path, "libclassic.so", CLASSIC_SOURCE, links=torch)
+    classic = {"target_version": "2.14", "built_with": "2.14.1+cu130", "abi": "torch"}
+    result = audit_wheel(_library_wheel(tmp_path / "wheel", library, torch=classic))
+    assert result.problems == (), result.format()
+    # Python stays out in both modes.
+    python = _library(tmp_path, "libtorch_python.so")
+    tied = _library(tmp_path, "libtied.so", CLASSIC_SOURCE, links=(*torch, python))
+    (problem,) = audit_wheel(_library_wheel(tmp_path / "tied", tied, torch=classic)).problems
+    assert problem.startswith("libtied.so links libtorch_python.so (DT_NEEDED), torch's Python")
+
+
+def test_pythons_c_api_and_a_module_init_are_named(tmp_path: Path) -> None:
+    """What a setup.py-built _C.abi3.so has: Python's symbols undefined (they resolve in the
+    Python process only) and PyInit_<name> exported."""
+    source = (
+        "void* PyModule_Create2(void*, int);\nvoid _Py_Dealloc(void*);\n"
+        "void* PyInit__C(void) { _Py_Dealloc(0); return PyModule_Create2(0, 1013); }\n"
+    )
+    library = _library(tmp_path, "_C.abi3.so", source)
+    elf = audit_elf(library)
+    assert [p.split(":")[0] for p in elf.python_problems] == [
+        "_C.abi3.so needs 2 symbols of Python's C API or torch's Python bindings "
+        "(PyModule_Create2, _Py_Dealloc)",
+        "_C.abi3.so exports PyInit__C",
+    ]
+    assert all("TORCH_LIBRARY (ABI torch" in p for p in elf.python_problems)
+    # The audit reports them too, whatever the library's ABI mode.
+    problems = audit_wheel(_library_wheel(tmp_path / "wheel", library)).problems
+    assert len(problems) == 2 and problems[0].startswith("_C.abi3.so needs 2 symbols")
 
 
 def test_an_rpath_into_the_build_machine_is_rejected(tmp_path: Path) -> None:
@@ -351,3 +409,99 @@ def test_another_platforms_library_and_an_unknown_tag_are_problems(tmp_path: Pat
     unknown = _wheel(tmp_path / "unknown", files, platform_tag="freebsd_14_0_amd64")
     (problem,) = audit_wheel(unknown).problems
     assert "platform tag freebsd_14_0_amd64 is of no platform ptkit knows" in problem
+
+
+def test_a_hash_mismatch_the_repair_caused_says_what_it_changed(tmp_path: Path) -> None:
+    """auditwheel's marks in a repaired wheel: a library grafted into ptkit_ops.libs/ and
+    named by the kernel library's DT_NEEDED, an $ORIGIN RPATH; or the RPATH alone, what it
+    leaves when it removed libpython's DT_NEEDED. Never a bare hash mismatch then."""
+    grafted = _library(tmp_path, "libfoo-1a2b3c4d.so.1")
+    library = _library(
+        tmp_path,
+        "libptkit_cpu.so",
+        links=(grafted,),
+        flags=("-Wl,-rpath,$ORIGIN/../../ptkit_ops.libs",),
+    )
+    wheel = _library_wheel(tmp_path / "wheel", library, sha256="0" * 64)
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.write(grafted, "ptkit_ops.libs/libfoo-1a2b3c4d.so.1")
+    changed = [p for p in audit_wheel(wheel).problems if "changed after" in p]
+    assert changed == [
+        "libptkit_cpu.so changed after test.manifest.json was written: auditwheel's repair "
+        "changed it: it grafted libfoo-1a2b3c4d.so.1 into the wheel and rewrote its DT_NEEDED "
+        "and RPATH ($ORIGIN/../../ptkit_ops.libs) to them, because the library links a library "
+        "that is neither torch's nor the C/C++ runtime. Fix: link that library statically or "
+        "drop the dependency"
+    ]
+    (tmp_path / "alone").mkdir()
+    alone = _library(tmp_path / "alone", "libptkit_cpu.so", flags=("-Wl,-rpath,$ORIGIN/../x.libs",))
+    (problem,) = audit_wheel(_library_wheel(tmp_path / "w2", alone, sha256="0" * 64)).problems
+    assert "it set RPATH $ORIGIN/../x.libs and grafted nothing" in problem
+    assert "(libpython): the unrepaired library links Python" in problem
+
+
+def _pinned_wheel(folder: Path, library: Path, requires: str | None, **manifest: object) -> Path:
+    """``_library_wheel``'s wheel, its METADATA with ``Requires-Dist: <requires>``."""
+    wheel = _library_wheel(folder, library, **manifest)
+    rewritten = folder / "pinned" / wheel.name
+    rewritten.parent.mkdir()
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(rewritten, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("METADATA") and requires:
+                data += f"Requires-Dist: {requires}\n".encode()
+            target.writestr(info, data)
+    return rewritten
+
+
+CLASSIC_214 = {"target_version": "2.14", "built_with": "2.14.1+cu130", "abi": "torch"}
+
+
+@pytest.mark.parametrize(
+    ("requires", "problem", "note"),
+    [
+        ("torch>=2.14,<2.15", None, None),
+        ("torch==2.14.*", None, None),
+        (
+            "torch>=2.10",
+            "requires torch>=2.10, but its torch-mode libraries load into torch 2.14 only: pin "
+            "torch>=2.14,<2.15",
+            None,
+        ),
+        ("torch>=2.13,<2.14", "requires torch<2.14,>=2.13, but its torch-mode libraries", None),
+        (None, None, "its torch-mode libraries load into torch 2.14 only, and its metadata does not pin torch"),
+    ],
+)  # fmt: skip
+def test_a_torch_mode_wheel_pins_its_torch_minor(
+    tmp_path: Path, requires: str | None, problem: str | None, note: str | None
+) -> None:
+    library = _library(tmp_path, "libclassic.so")
+    result = audit_wheel(_pinned_wheel(tmp_path / "w", library, requires, torch=CLASSIC_214))
+    if problem is None:
+        assert result.problems == (), result.format()
+    else:
+        (found,) = result.problems
+        assert problem in found, found
+    assert (
+        any(note in n for n in result.notes) if note else not any("pin" in n for n in result.notes)
+    )
+
+
+def test_a_wheel_of_torch_mode_libraries_of_two_minors_is_refused(tmp_path: Path) -> None:
+    one = _library(tmp_path, "libone.so")
+    two = _library(tmp_path, "libtwo.so")
+    classic_213 = {"target_version": "2.13", "built_with": "2.13.0+cpu", "abi": "torch"}
+    wheel = _wheel(
+        tmp_path / "wheel",
+        {
+            one.name: one.read_bytes(),
+            "one.manifest.json": _manifest(one.name, one.read_bytes(), torch=CLASSIC_214),
+            two.name: two.read_bytes(),
+            "two.manifest.json": _manifest(two.name, two.read_bytes(), torch=classic_213),
+        },
+    )
+    (problem,) = audit_wheel(wheel).problems
+    assert (
+        "built for different torch minors (libtwo.so (torch 2.13), libone.so (torch 2.14))"
+        in problem
+    )

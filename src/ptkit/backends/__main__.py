@@ -2,9 +2,11 @@
 
 ``request BACKEND --targets T --optional O``
     The targets a build asks for: the CMake call's (``T``, ``O``: CMake lists), or the
-    backend's override variable (``PTKIT_CUDA_ARCHS`` …) when it is set. Prints
-    ``TARGETS=…``, ``OPTIONAL=…``, ``SOURCE=…`` and ``OVERRIDE=…`` (the variable's name);
-    a bad override exits 1 with the reason.
+    backend's override variable (``PTKIT_CUDA_ARCHS`` …; CUDA also honours
+    ``TORCH_CUDA_ARCH_LIST``) when it is set. Prints ``TARGETS=…``, ``OPTIONAL=…``,
+    ``SOURCE=…`` (``recipe`` or the variable that set them), ``OVERRIDE=…`` (the
+    backend's variable) and ``NOTE=…`` (what the build should say about it); a bad
+    override exits 1 with the reason.
 ``resolve BACKEND --targets T --optional O --source S --supported L --compiler C [--toolkit-fix F]``
     Those targets against what the compiler builds (``L``). Prints ``BUILT=…``,
     ``DROPPED=…`` and the manifest's target lists (``SASS=…``, ``PTX=…``; ``GFX=…``), or
@@ -121,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             _print("OPTIONAL", request.optional)
             _print("SOURCE", request.source)
             _print("OVERRIDE", backend.override_variable or "")
+            _print("NOTE", request.note)
             return 0
         request = TargetRequest(_list(args.targets), _list(args.optional), args.source)
         resolution = backend.resolve(

@@ -94,6 +94,9 @@ class TargetRequest:
     optional: tuple[str, ...]
     source: str
     """``recipe`` (or the CMake call's TARGETS), or the override variable that set them."""
+    note: str = ""
+    """What the build should say about where they came from (an override that replaced
+    the recipe's targets, one variable that won over another); "" for nothing to say."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,13 @@ Targets: ``sm_XY`` is SASS (``a``: arch-specific, ``f``: family-specific variant
   (driver CUDA version >= toolkit version). ``compute_XYa`` PTX runs on X.Y only.
 
 Overrides: ``PTKIT_CUDA_ARCHS`` in ``TORCH_CUDA_ARCH_LIST`` style (``9.0;10.0+PTX;9.0a``,
-entries separated by ``;`` or spaces), replacing a build's targets.
+entries separated by ``;`` or spaces, or architecture names such as ``Hopper``), replacing
+a build's targets; ``TORCH_CUDA_ARCH_LIST`` itself (what setup.py builds read) does the
+same when ``PTKIT_CUDA_ARCHS`` is not set, and the build says which one it used.
+
+Removed targets are named as removed, with the last toolkit that builds them (CUDA 13.0
+removed offline compilation for compute capabilities below 7.5 and renamed sm_101 to
+sm_110), so that the fix is the right toolkit, not the one in use.
 
 Drivers: a CUDA X.y runtime needs a driver of the branch that first supported X.0
 (CUDA's minor-version compatibility), ``DRIVER_CUDA`` below.
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -30,7 +36,9 @@ from ptkit.backends.base import (
     Backend,
     Coverage,
     Device,
+    Resolution,
     TargetError,
+    TargetRequest,
     ToolkitCandidate,
     TorchBuild,
     Versions,
@@ -40,11 +48,13 @@ from ptkit.backends.base import (
 
 __all__ = [
     "DRIVER_CUDA",
+    "TORCH_ARCH_LIST_VARIABLE",
     "CudaBackend",
     "CudaTarget",
     "cuda_version_for_driver",
     "driver_problem",
     "min_driver_branch",
+    "parse_arch_list",
     "parse_cuda_target",
     "sass_target",
 ]
@@ -65,13 +75,39 @@ _FIRST_TOOLKIT: dict[int, str] = {
     120: "12.8",
     121: "12.9",
 }
-# Compute capabilities a toolkit no longer builds, and the last one that did: CUDA 13.0
-# removed offline compilation below 7.5 (Maxwell, Pascal, Volta), 12.0 removed Kepler.
-_LAST_TOOLKIT: tuple[tuple[range, str], ...] = (
-    (range(50, 75), "12.9"),
-    (range(35, 38), "11.8"),
-    (range(30, 33), "10.2"),
+# Compute capabilities a toolkit no longer builds: the release that removed them and the
+# last one that builds them (CUDA release notes: 13.0 removed offline compilation below
+# 7.5, i.e. Maxwell, Pascal and Volta; 12.0 removed Kepler's 3.5 and 3.7; 11.0 3.0/3.2).
+_REMOVED: tuple[tuple[range, str, str], ...] = (
+    (range(50, 75), "13.0", "12.9"),
+    (range(35, 38), "12.0", "11.8"),
+    (range(30, 33), "11.0", "10.2"),
 )
+# Renamed: CUDA 13.0 calls Thor's capability 11.0 (sm_110); up to CUDA 12.9 it was sm_101.
+_RENAMED: dict[int, tuple[int, str, str]] = {101: (110, "13.0", "12.9")}
+
+# torch's own variable for the same thing (torch.utils.cpp_extension reads it): honoured
+# when PTKIT_CUDA_ARCHS is not set, never silently ignored.
+TORCH_ARCH_LIST_VARIABLE = "TORCH_CUDA_ARCH_LIST"
+# The architecture names TORCH_CUDA_ARCH_LIST accepts, as the compute capabilities of the
+# family's GPUs, PTX of the newest (as torch expands them).
+_NAMED_ARCHITECTURES: dict[str, str] = {
+    "Kepler": "3.5+PTX",
+    "Kepler+Tesla": "3.7",
+    "Maxwell": "5.0;5.2+PTX",
+    "Maxwell+Tegra": "5.3",
+    "Pascal": "6.0;6.1+PTX",
+    "Volta": "7.0+PTX",
+    "Volta+Tegra": "7.2",
+    "Turing": "7.5+PTX",
+    "Ampere": "8.0;8.6+PTX",
+    "Ampere+Tegra": "8.7",
+    "Ada": "8.9+PTX",
+    "Hopper": "9.0+PTX",
+    "Blackwell": "10.0;10.3;12.0;12.1+PTX",
+    "Blackwell+Tegra": "11.0",
+    "Rubin": "10.7+PTX",
+}
 
 # Driver branch -> the newest CUDA version its drivers support, newest first: the
 # minimum Linux driver of each CUDA toolkit release (CUDA Toolkit release notes, table
@@ -127,6 +163,65 @@ def parse_cuda_target(name: str) -> CudaTarget:
         )
     kind, major, minor, suffix = match.groups()
     return CudaTarget(kind, int(major), int(minor), suffix)
+
+
+def _moved(target: CudaTarget) -> tuple[str, str] | None:
+    """Why a removed or renamed target is missing from a newer toolkit, and the fix; None
+    for one that is not (it needs a newer toolkit instead)."""
+    cc = target.major * 10 + target.minor
+    name = f"{target.kind}_{cc}{target.suffix}"
+    for capabilities, removed_in, last in _REMOVED:
+        if cc in capabilities:
+            return (
+                f"was removed in CUDA {removed_in}; CUDA {last} is the last toolkit that builds it",
+                f"build {name} with CUDA {last} (a variant whose recipe has [toolkit] version "
+                f'= "{last}")',
+            )
+    if cc in _RENAMED:
+        new, renamed_in, last = _RENAMED[cc]
+        new_name = f"{target.kind}_{new}{target.suffix}"
+        return (
+            f"was renamed {new_name} in CUDA {renamed_in} (CUDA {last} is the last toolkit that "
+            f"builds {name})",
+            f"ask for {new_name} instead (the same GPUs)",
+        )
+    return None
+
+
+def parse_arch_list(value: str, variable: str) -> tuple[str, ...]:
+    """The targets of a ``TORCH_CUDA_ARCH_LIST``-style string (``9.0;10.0+PTX;9.0a``,
+    ``8.0 8.6``, ``Hopper``): ``sm_90``, ``sm_100``, ``compute_100``, ``sm_90a``.
+    ``TargetError`` naming ``variable`` for anything else."""
+    where = f"{variable}={value!r}"
+    if "," in value:
+        raise TargetError(
+            f"{where}: separate the entries with ';' or spaces, as TORCH_CUDA_ARCH_LIST "
+            "does (9.0;10.0), not ','"
+        )
+    targets: list[str] = []
+    for item in re.split(r"[;\s]+", value.strip()):
+        if not item:
+            continue
+        if item == "native":
+            raise TargetError(
+                f"{where}: 'native' (the GPUs of the machine that builds) names no target a "
+                "wheel is built for; write their compute capabilities (nvidia-smi "
+                "--query-gpu=compute_cap), e.g. 9.0"
+            )
+        for entry in _NAMED_ARCHITECTURES.get(item, item).split(";"):
+            match = _ARCH_ENTRY.match(entry)
+            if match is None:
+                raise TargetError(
+                    f"{where}: {item!r} is not a compute capability (expected entries like "
+                    "9.0, 10.0a, 12.0f or 12.0+PTX)"
+                )
+            cc = f"{match.group(1)}{match.group(2)}{match.group(3)}"
+            targets.append(f"sm_{cc}")
+            if match.group(4):
+                targets.append(f"compute_{cc}")
+    if not targets:
+        raise TargetError(f"{where}: names no compute capability")
+    return tuple(dict.fromkeys(targets))
 
 
 def _arch(capability: tuple[int, int]) -> str:
@@ -256,40 +351,69 @@ class CudaBackend(Backend):
 
     def parse_override(self, value: str) -> tuple[str, ...]:
         """``9.0;10.0+PTX;9.0a`` -> sm_90, sm_100, compute_100, sm_90a."""
-        where = f"{self.override_variable}={value!r}"
-        if "," in value:
-            raise TargetError(
-                f"{where}: separate the entries with ';' or spaces, as TORCH_CUDA_ARCH_LIST "
-                "does (9.0;10.0), not ','"
+        return parse_arch_list(value, self.override_variable or "")
+
+    def requested_targets(
+        self,
+        targets: Sequence[str],
+        optional: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> TargetRequest:
+        """``PTKIT_CUDA_ARCHS`` when set (it wins over ``TORCH_CUDA_ARCH_LIST``, and the
+        note says so), else ``TORCH_CUDA_ARCH_LIST`` (the note says it replaced the
+        recipe's targets), else the recipe's."""
+        environ = environ or {}
+        torch_list = environ.get(TORCH_ARCH_LIST_VARIABLE, "").strip()
+        request = super().requested_targets(targets, optional, environ)
+        if not torch_list:
+            return request
+        if request.source == self.override_variable:
+            note = (
+                f"{self.override_variable} wins over {TORCH_ARCH_LIST_VARIABLE}={torch_list!r} "
+                "(both are set)"
             )
-        targets: list[str] = []
-        for item in re.split(r"[;\s]+", value.strip()):
-            if not item:
+            return dataclasses.replace(request, note=note)
+        asked = parse_arch_list(torch_list, TORCH_ARCH_LIST_VARIABLE)
+        replaced = " ".join((*targets, *optional)) or "none"
+        note = (
+            f"{TORCH_ARCH_LIST_VARIABLE}={torch_list!r} replaces the recipe's targets ({replaced}); "
+            f"{self.override_variable} would win over it"
+        )
+        return TargetRequest(asked, (), TORCH_ARCH_LIST_VARIABLE, note)
+
+    def resolve(
+        self,
+        request: TargetRequest,
+        supported: Iterable[str],
+        compiler: str,
+        toolkit_fix: str = "",
+    ) -> Resolution:
+        """The generic resolver, with the fix a removed or renamed target needs: another
+        toolkit or another name, never the toolkit in use."""
+        have = set(supported)
+        for target in request.targets:
+            if self.target_problem(target) or self.supports(target, have):
                 continue
-            match = _ARCH_ENTRY.match(item)
-            if match is None:
-                raise TargetError(
-                    f"{where}: {item!r} is not a compute capability (expected entries like "
-                    "9.0, 10.0a, 12.0f or 12.0+PTX)"
-                )
-            cc = f"{match.group(1)}{match.group(2)}{match.group(3)}"
-            targets.append(f"sm_{cc}")
-            if match.group(4):
-                targets.append(f"compute_{cc}")
-        if not targets:
-            raise TargetError(f"{where}: names no compute capability")
-        return tuple(targets)
+            moved = _moved(parse_cuda_target(target))
+            if moved is not None:
+                toolkit_fix = moved[1]
+                if request.source == "recipe":
+                    toolkit_fix = (
+                        f"remove {target} from the recipe's targets.cuda, or {toolkit_fix}"
+                    )
+            break
+        return super().resolve(request, have, compiler, toolkit_fix)
 
     def supports(self, target: str, supported: set[str]) -> bool:
         # nvcc lists base targets; an a/f variant exists wherever its base does.
         return parse_cuda_target(target).base in supported
 
     def missing_target_reason(self, target: str) -> str:
-        cc = int(f"{parse_cuda_target(target).major}{parse_cuda_target(target).minor}")
-        for removed, last in _LAST_TOOLKIT:
-            if cc in removed:
-                return f"was removed from newer toolkits (the last CUDA that builds it is {last})"
-        first = _FIRST_TOOLKIT.get(cc)
+        parsed = parse_cuda_target(target)
+        moved = _moved(parsed)
+        if moved is not None:
+            return moved[0]
+        first = _FIRST_TOOLKIT.get(parsed.major * 10 + parsed.minor)
         return f"needs CUDA >= {first}" if first else "needs a newer CUDA toolkit"
 
     def coverage(

@@ -1,5 +1,6 @@
-# ptkit's CMake package: build PyTorch kernel libraries on the LibTorch stable ABI,
-# with a manifest the ptkit loader checks before it loads them. Reference, with the
+# ptkit's CMake package: build PyTorch kernel libraries on the LibTorch stable ABI (or on
+# torch's classic C++ API, for one torch minor: ABI torch), with a manifest the ptkit
+# loader checks before it loads them. Reference, with the
 # low-level calls each opinionated one equals: docs/cmake.md.
 #
 #   find_package(ptkit CONFIG REQUIRED)   # scikit-build-core: found through ptkit's
@@ -18,7 +19,8 @@
 #   ptkit_add_kernel_library(BACKEND cpu|cuda|hip|xpu)   a C++ library (MODULE)
 #   ptkit_add_metal_kernels()                            a .metallib or the .metal sources
 # and the small functions they are made of:
-#   ptkit_enable_backend()  ptkit_read_recipe()  ptkit_target_stable_abi()
+#   ptkit_enable_backend()  ptkit_read_recipe()
+#   ptkit_target_stable_abi() or ptkit_target_torch_abi() (the two ABI modes)
 #   ptkit_target_cpu_isa()
 #   ptkit_resolve_targets() (cuda and hip: the override, the compiler, the resolution)
 #   ptkit_target_cuda_archs()  ptkit_target_cuda_runtime()
@@ -41,6 +43,8 @@ endif()
 set(PTKIT_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 # The oldest torch whose stable ABI the libraries target: they load into any torch >= it.
 set(PTKIT_DEFAULT_TORCH_TARGET_VERSION "2.10" CACHE STRING "LibTorch stable ABI version to target")
+# The ABI mode of a library when neither its call, -DPTKIT_ABI nor the recipe names one.
+set(PTKIT_DEFAULT_ABI "stable")
 
 # _ptkit_check_arguments(<fn> <required keyword>…): in a function that parsed its
 # arguments with prefix arg: unknown arguments and missing required keywords are
@@ -135,27 +139,33 @@ macro(ptkit_enable_cuda)
 endmacro()
 
 # ptkit_add_kernel_library(<name> BACKEND <backend> NAMESPACE <ns> SOURCES <src>…
+#     [ABI stable|torch]                                (default: PTKIT_ABI, the recipe's
+#                                                       abi, else stable; ptkit.torch_abi)
 #     [ISA_SOURCES <src>… [ISA <level>…]]               (cpu)
 #     [TARGETS <target>… [OPTIONAL_TARGETS <target>…]]  (cuda: sm_…/compute_…, PTKIT_CUDA_ARCHS
-#                                                       overrides; hip: gfx…, PTKIT_HIP_TARGETS
+#                                                       or TORCH_CUDA_ARCH_LIST override;
+#                                                       hip: gfx…, PTKIT_HIP_TARGETS
 #                                                       overrides; xpu: AOT devices + spir64)
 #     [SYCL_SOURCES <src>…]                             (xpu: compiled by icpx)
-#     [INCLUDE_DIRS <dir>…] [OPS <op>…] DTYPES <dtype>…
+#     [INCLUDE_DIRS <dir>…] [DEFINES <def>…] [COMPILE_OPTIONS <opt>…]
+#     [LINK_LIBRARIES <lib>…] [REQUIRES_ISA <level>…]   (this library's own)
+#     [OPS <op>…] DTYPES <dtype>…
 #     [VARIANT <variant>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>] INSTALL_DIR <dir>)
 # For hip and cuda, SOURCES ending in .hip / .cu are device code. Call
 # ptkit_enable_backend() for a GPU backend first (at directory scope). BACKEND metal is
 # forwarded to ptkit_add_metal_kernels(), the Metal entry.
 function(ptkit_add_kernel_library name)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
-    "BACKEND;NAMESPACE;VARIANT;PACKAGE;TORCH_TARGET_VERSION;INSTALL_DIR"
-    "SOURCES;ISA_SOURCES;ISA;TARGETS;OPTIONAL_TARGETS;SYCL_SOURCES;INCLUDE_DIRS;OPS;DTYPES")
+    "BACKEND;NAMESPACE;VARIANT;PACKAGE;TORCH_TARGET_VERSION;INSTALL_DIR;ABI"
+    "SOURCES;ISA_SOURCES;ISA;TARGETS;OPTIONAL_TARGETS;SYCL_SOURCES;INCLUDE_DIRS;OPS;DTYPES;DEFINES;COMPILE_OPTIONS;LINK_LIBRARIES;REQUIRES_ISA")
   set(fn "ptkit_add_kernel_library(${name})")
   _ptkit_check_arguments("${fn}" BACKEND)
   if(NOT arg_BACKEND IN_LIST PTKIT_BACKENDS)
     message(FATAL_ERROR "${fn}: BACKEND ${arg_BACKEND} is not one of ${PTKIT_BACKENDS_TEXT}")
   endif()
   if(arg_BACKEND STREQUAL "metal")
-    foreach(cpp_only ISA_SOURCES ISA TARGETS OPTIONAL_TARGETS SYCL_SOURCES INCLUDE_DIRS)
+    foreach(cpp_only ISA_SOURCES ISA TARGETS OPTIONAL_TARGETS SYCL_SOURCES INCLUDE_DIRS DEFINES
+                     COMPILE_OPTIONS LINK_LIBRARIES REQUIRES_ISA ABI)
       if(arg_${cpp_only})
         message(FATAL_ERROR "${fn}: ${cpp_only} does not apply to BACKEND metal")
       endif()
@@ -171,6 +181,7 @@ function(ptkit_add_kernel_library name)
   endif()
   # No OPS: the op table comes from what the library registers (ptkit-write-manifest.cmake).
   _ptkit_check_arguments("${fn}" NAMESPACE SOURCES DTYPES INSTALL_DIR)
+  set(torch_target_given "${arg_TORCH_TARGET_VERSION}")
   _ptkit_identity_defaults("${arg_BACKEND}")
 
   set(dropped "")
@@ -179,10 +190,13 @@ function(ptkit_add_kernel_library name)
   set(target_lists "")
   add_library(${name} MODULE)
   target_include_directories(${name} PRIVATE ${arg_INCLUDE_DIRS})
-  ptkit_target_stable_abi(${name} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION})
+  _ptkit_library_arguments()
+  _ptkit_bind_torch()
   string(TOLOWER "${CMAKE_CXX_COMPILER_ID}" toolkit_name)
   set(toolkit_version "${CMAKE_CXX_COMPILER_VERSION}")
-  if(arg_BACKEND STREQUAL "cpu")
+  if(error)
+    # A source the ABI refuses: the report and the error say so; nothing else to do.
+  elseif(arg_BACKEND STREQUAL "cpu")
     target_sources(${name} PRIVATE ${arg_SOURCES})
     _ptkit_cpu_library()
   elseif(arg_BACKEND STREQUAL "cuda")
@@ -201,15 +215,95 @@ function(ptkit_add_kernel_library name)
     set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
     return()
   endif()
+  if(abi STREQUAL "torch")
+    string(APPEND report "; ABI torch: torch ${PTKIT_TORCH_MAJOR_MINOR} only")
+  endif()
+  if(arg_REQUIRES_ISA)
+    list(JOIN arg_REQUIRES_ISA ", " requires_text)
+    string(APPEND report "; requires CPU ISA ${requires_text}")
+  endif()
   ptkit_report_backend(${arg_BACKEND} built "${name}: ${report}")
 
   ptkit_install_kernel_library(${name}
     BACKEND ${arg_BACKEND} VARIANT ${arg_VARIANT} PACKAGE ${arg_PACKAGE}
-    NAMESPACE ${arg_NAMESPACE} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION}
+    NAMESPACE ${arg_NAMESPACE} TORCH_TARGET_VERSION ${torch_target}
+    ABI ${abi} REQUIRES_ISA ${arg_REQUIRES_ISA}
     TOOLKIT_NAME ${toolkit_name} TOOLKIT_VERSION ${toolkit_version}
     ${target_lists} DROPPED ${dropped} AUDIT ${audit}
     OPS ${arg_OPS} DTYPES ${arg_DTYPES} INSTALL_DIR ${arg_INSTALL_DIR})
 endfunction()
+
+# --- the steps of ptkit_add_kernel_library that every backend shares: macros, so that
+# they read its arg_* and set abi, torch_target and error in its scope ----------------
+
+# The library's own arguments: DEFINES, COMPILE_OPTIONS and LINK_LIBRARIES as given (the
+# ISA copies inherit them: ptkit_target_cpu_isa), and REQUIRES_ISA's compiler flags from
+# ptkit.platforms (C++ sources; CUDA host code through -Xcompiler).
+macro(_ptkit_library_arguments)
+  target_compile_definitions(${name} PRIVATE ${arg_DEFINES})
+  target_compile_options(${name} PRIVATE ${arg_COMPILE_OPTIONS})
+  target_link_libraries(${name} PRIVATE ${arg_LINK_LIBRARIES})
+  if(arg_REQUIRES_ISA)
+    _ptkit_python_fields(requires_ requires_error -m ptkit.platforms requires-isa
+                         "${CMAKE_SYSTEM_PROCESSOR}" "${CMAKE_CXX_COMPILER_ID}" ${arg_REQUIRES_ISA})
+    if(requires_error)
+      message(FATAL_ERROR "${fn}: ${requires_error}")
+    endif()
+    foreach(flag IN LISTS requires_FLAGS)
+      target_compile_options(${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${flag}>"
+                             "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${flag}>")
+    endforeach()
+    message(STATUS "ptkit: ${name}: requires CPU ISA ${arg_REQUIRES_ISA} (${requires_FLAGS}); "
+                   "the loader skips it on a CPU without")
+  endif()
+endmacro()
+
+# The ABI mode (ABI, else -DPTKIT_ABI, else the recipe's abi, else stable; ptkit.torch_abi
+# checks the value), the torch settings of that mode, and the sources' includes against
+# it: a source that includes what the mode refuses sets error (the reason and the fix).
+# torch_target: the manifest's torch.target_version (torch mode: the build's minor).
+macro(_ptkit_bind_torch)
+  if(arg_ABI)
+    set(abi "${arg_ABI}")
+    set(abi_from "ABI")
+  elseif(PTKIT_ABI)
+    set(abi "${PTKIT_ABI}")
+    set(abi_from "PTKIT_ABI")
+  elseif(PTKIT_RECIPE_ABI)
+    set(abi "${PTKIT_RECIPE_ABI}")
+    set(abi_from "the recipe's abi")
+  else()
+    set(abi "${PTKIT_DEFAULT_ABI}")
+    set(abi_from "ABI")
+  endif()
+  _ptkit_python_fields(abi_ abi_error -m ptkit.torch_abi check "${abi}" "--where=${abi_from}")
+  if(abi_error)
+    message(FATAL_ERROR "${fn}: ${abi_error}")
+  endif()
+  if(abi STREQUAL "torch")
+    if(torch_target_given)
+      message(STATUS "ptkit: ${name}: ABI torch: built for torch ${PTKIT_TORCH_MAJOR_MINOR} "
+                     "(TORCH_TARGET_VERSION ${torch_target_given} applies to ABI stable)")
+    endif()
+    ptkit_target_torch_abi(${name} BACKEND ${arg_BACKEND})
+    set(torch_target "${PTKIT_TORCH_MAJOR_MINOR}")
+  else()
+    ptkit_target_stable_abi(${name} TORCH_TARGET_VERSION ${arg_TORCH_TARGET_VERSION})
+    set(torch_target "${arg_TORCH_TARGET_VERSION}")
+  endif()
+  set(scanned "")
+  foreach(source IN LISTS arg_SOURCES arg_ISA_SOURCES arg_SYCL_SOURCES)
+    get_filename_component(source "${source}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND scanned "${source}")
+  endforeach()
+  _ptkit_python_fields(includes_ includes_error -m ptkit.torch_abi includes ${abi} ${scanned})
+  if(includes_error)
+    message(FATAL_ERROR "${fn}: ${includes_error}")
+  endif()
+  if(includes_PROBLEMS)
+    list(JOIN includes_PROBLEMS " " error)
+  endif()
+endmacro()
 
 # ptkit_add_metal_kernels(<name> SOURCES <file.metal>… NAMESPACE <ns> OPS <op>…
 #     DTYPES <dtype>… INSTALL_DIR <dir> [VARIANT <variant>] [PACKAGE <dist>]
@@ -304,7 +398,7 @@ macro(_ptkit_hip_library)
   set(error "${resolved_ERROR}")
   if(NOT error)
     ptkit_target_hip_sources(${name} SOURCES ${hip_sources} TARGETS ${resolved_BUILT}
-                             INCLUDE_DIRS ${arg_INCLUDE_DIRS})
+                             INCLUDE_DIRS ${arg_INCLUDE_DIRS} DEFINES ${arg_DEFINES})
     set(target_lists ${resolved_LISTS})
     set(dropped ${resolved_DROPPED})
     set(toolkit_name "hip")
@@ -337,7 +431,7 @@ macro(_ptkit_xpu_library)
   target_sources(${name} PRIVATE ${arg_SOURCES})
   target_compile_definitions(${name} PRIVATE PTKIT_GPU_XPU)
   ptkit_target_xpu_sources(${name} SOURCES ${arg_SYCL_SOURCES} DEVICES ${arg_TARGETS}
-                           INCLUDE_DIRS ${arg_INCLUDE_DIRS})
+                           INCLUDE_DIRS ${arg_INCLUDE_DIRS} DEFINES ${arg_DEFINES})
   set(target_lists XPU ${arg_TARGETS})
   set(toolkit_name "oneapi")
   set(toolkit_version "${PTKIT_ICPX_VERSION}")

@@ -9,6 +9,9 @@ include_guard(GLOBAL)
 # <target>, and generates ptkit_cpu_isa_list.h (PTKIT_CPU_ISA_LIST(X), best first) for the
 # run-time choice. Levels are given best first; "default" (the baseline) is always built
 # last; a level that does not apply to this processor is skipped. BUILT_VAR: the levels built.
+# Each copy is compiled like <target> itself (its include folders, definitions, options
+# and C++ standard: torch's headers and the ABI mode's settings, DEFINES, COMPILE_OPTIONS,
+# REQUIRES_ISA), plus the level's flags.
 function(ptkit_target_cpu_isa target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "BUILT_VAR" "SOURCES;ISA;INCLUDE_DIRS")
   set(fn "ptkit_target_cpu_isa(${target})")
@@ -25,6 +28,7 @@ function(ptkit_target_cpu_isa target)
     message(STATUS "ptkit: ${target}: CPU ISA level ${isa} does not apply to "
                    "${CMAKE_SYSTEM_PROCESSOR} with ${CMAKE_CXX_COMPILER_ID}; skipped")
   endforeach()
+  get_target_property(standard ${target} CXX_STANDARD)
   set(built "")
   set(list_macro "")
   set(index 0)
@@ -34,12 +38,18 @@ function(ptkit_target_cpu_isa target)
     string(MAKE_C_IDENTIFIER "isa_${isa}" ns)
     set(obj "${target}_${ns}")
     add_library(${obj} OBJECT ${arg_SOURCES})
-    target_include_directories(${obj} PRIVATE ${arg_INCLUDE_DIRS})
+    target_include_directories(${obj} PRIVATE ${arg_INCLUDE_DIRS}
+                               "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
     target_compile_features(${obj} PRIVATE cxx_std_17)
-    target_compile_definitions(${obj} PRIVATE PTKIT_CPU_ISA=${ns} "PTKIT_CPU_ISA_NAME=\"${isa}\"")
-    target_compile_options(${obj} PRIVATE ${flags} "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.")
+    target_compile_definitions(${obj} PRIVATE "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>"
+                               PTKIT_CPU_ISA=${ns} "PTKIT_CPU_ISA_NAME=\"${isa}\"")
+    target_compile_options(${obj} PRIVATE "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>" ${flags}
+                           "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.")
     set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON
                           CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+    if(standard)
+      set_target_properties(${obj} PROPERTIES CXX_STANDARD ${standard} CXX_STANDARD_REQUIRED ON)
+    endif()
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
     list(APPEND built ${isa})
     string(APPEND list_macro " X(${ns}, \"${isa}\")")

@@ -66,7 +66,8 @@ endfunction()
 
 # ptkit_target_cuda_archs(<target> [SASS <sm_…>…] [PTX <compute_…>…]): exactly these
 # -gencode flags for the target's .cu sources, a compressed fatbinary
-# (PTKIT_CUDA_COMPRESS_MODE), C++17. Needs ptkit_enable_backend(cuda).
+# (PTKIT_CUDA_COMPRESS_MODE), C++17 (or the target's CXX_STANDARD). Needs
+# ptkit_enable_backend(cuda).
 function(ptkit_target_cuda_archs target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SASS;PTX")
   set(fn "ptkit_target_cuda_archs(${target})")
@@ -92,8 +93,13 @@ function(ptkit_target_cuda_archs target)
     "$<$<COMPILE_LANGUAGE:CUDA>:${flags}>"
     "$<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=${PTKIT_CUDA_COMPRESS_MODE}>"
     "$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>")
+  # C++17, or the standard the target's C++ asks for (ABI torch: torch's, C++20).
+  get_target_property(standard ${target} CXX_STANDARD)
+  if(NOT standard)
+    set(standard 17)
+  endif()
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_RUNTIME_LIBRARY Shared
-                        CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+                        CUDA_STANDARD ${standard} CUDA_STANDARD_REQUIRED ON)
 endfunction()
 
 set(PTKIT_CUDA_COMPRESS_MODE "size" CACHE STRING

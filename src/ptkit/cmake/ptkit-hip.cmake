@@ -97,11 +97,13 @@ function(_ptkit_hip_buildable_targets requested supported_var compiler_var)
   set(${compiler_var} "HIP ${PTKIT_HIP_VERSION} at ${PTKIT_HIPCC} (${PTKIT_HIP_SOURCE})" PARENT_SCOPE)
 endfunction()
 
-# ptkit_target_hip_sources(<target> SOURCES <file.hip>… TARGETS <gfx…>… [INCLUDE_DIRS <dir>…])
+# ptkit_target_hip_sources(<target> SOURCES <file.hip>… TARGETS <gfx…>… [INCLUDE_DIRS <dir>…]
+#     [DEFINES <def>…])
 # Compiles each source with hipcc for exactly these targets and adds the objects (host
-# code plus a .hip_fatbin offload bundle) to <target>, which links the HIP runtime.
+# code plus a .hip_fatbin offload bundle) to <target>, which links the HIP runtime. The
+# device code is torch-free: it gets INCLUDE_DIRS and DEFINES only.
 function(ptkit_target_hip_sources target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;TARGETS;INCLUDE_DIRS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;TARGETS;INCLUDE_DIRS;DEFINES")
   set(fn "ptkit_target_hip_sources(${target})")
   _ptkit_check_arguments("${fn}" SOURCES TARGETS)
   if(NOT TARGET ${target})
@@ -117,6 +119,9 @@ function(ptkit_target_hip_sources target)
   endforeach()
   foreach(dir IN LISTS arg_INCLUDE_DIRS)
     list(APPEND flags "-I${dir}")
+  endforeach()
+  foreach(define IN LISTS arg_DEFINES)
+    list(APPEND flags "-D${define}")
   endforeach()
   set(objects "")
   foreach(source IN LISTS arg_SOURCES)

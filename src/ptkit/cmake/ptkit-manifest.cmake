@@ -15,11 +15,37 @@ function(_ptkit_json_string_array out_var)
   set(${out_var} "${json}" PARENT_SCOPE)
 endfunction()
 
+# _ptkit_manifest_torch_binding(<manifest_var>): the manifest's torch object, in the
+# caller that parsed ptkit_install_kernel_library's arguments: the target version, the
+# torch of the build, the ABI mode (ptkit.torch_abi; ABI torch: the target is the build's
+# torch minor and the C++ ABI is recorded).
+macro(_ptkit_manifest_torch_binding _ptkit_m)
+  if(NOT arg_ABI)
+    set(arg_ABI "${PTKIT_DEFAULT_ABI}")
+  endif()
+  set(_ptkit_torch "{}")
+  if(arg_ABI STREQUAL "torch")
+    set(arg_TORCH_TARGET_VERSION "${PTKIT_TORCH_MAJOR_MINOR}")
+  endif()
+  string(JSON _ptkit_torch SET "${_ptkit_torch}" target_version "\"${arg_TORCH_TARGET_VERSION}\"")
+  string(JSON _ptkit_torch SET "${_ptkit_torch}" built_with "\"${PTKIT_TORCH_VERSION}\"")
+  string(JSON _ptkit_torch SET "${_ptkit_torch}" abi "\"${arg_ABI}\"")
+  if(arg_ABI STREQUAL "torch" AND NOT PTKIT_TORCH_CXX11_ABI STREQUAL "")
+    if(PTKIT_TORCH_CXX11_ABI)
+      string(JSON _ptkit_torch SET "${_ptkit_torch}" cxx11_abi true)
+    else()
+      string(JSON _ptkit_torch SET "${_ptkit_torch}" cxx11_abi false)
+    endif()
+  endif()
+  string(JSON ${_ptkit_m} SET "${${_ptkit_m}}" torch "${_ptkit_torch}")
+endmacro()
+
 # ptkit_install_kernel_library(<target> BACKEND <backend> NAMESPACE <ns>
 #     [OPS <op>…] DTYPES <dtype>… INSTALL_DIR <dir>
 #     [ISA <level>…] [SASS <sm_…>…] [PTX <compute_…>…] [GFX <gfx…>…] [XPU <device>…]
 #     [METAL <metallib|source>]                 (the manifest's "targets", one key each)
 #     [DROPPED <target>…] [VARIANT <v>] [PACKAGE <dist>] [TORCH_TARGET_VERSION <x.y>]
+#     [ABI stable|torch] [REQUIRES_ISA <level>…]
 #     [TOOLKIT_NAME <n> TOOLKIT_VERSION <v>] [AUDIT cuda|hip] [FILE <path>])
 # Installs the library (the target's file, or FILE for a target that produces a plain
 # file: a .metallib or .metal sources) into INSTALL_DIR and writes
@@ -27,11 +53,12 @@ endfunction()
 # CMake's install-time RPATH edit. AUDIT compares the GPU code inside with the manifest
 # (ptkit.release.fatbin / ptkit.release.offload) and fails the install on a mismatch.
 # Defaults: VARIANT = BACKEND, PACKAGE = NAMESPACE, TORCH_TARGET_VERSION =
-# PTKIT_DEFAULT_TORCH_TARGET_VERSION, TOOLKIT_* = the C++ compiler's id and version.
+# PTKIT_DEFAULT_TORCH_TARGET_VERSION (ABI torch: the build's torch minor), ABI = stable,
+# TOOLKIT_* = the C++ compiler's id and version.
 function(ptkit_install_kernel_library target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
-    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT;FILE"
-    "OPS;DTYPES;DROPPED;ISA;SASS;PTX;GFX;XPU;METAL")
+    "BACKEND;VARIANT;PACKAGE;NAMESPACE;TORCH_TARGET_VERSION;INSTALL_DIR;TOOLKIT_NAME;TOOLKIT_VERSION;TARGETS_JSON;AUDIT;FILE;ABI"
+    "OPS;DTYPES;DROPPED;ISA;SASS;PTX;GFX;XPU;METAL;REQUIRES_ISA")
   set(fn "ptkit_install_kernel_library(${target})")
   # OPS may be left out: the install step takes the op table from what the library
   # registers (ptkit.release.registrations).
@@ -45,6 +72,9 @@ function(ptkit_install_kernel_library target)
   endif()
   if(arg_AUDIT AND NOT arg_AUDIT MATCHES "^(cuda|hip)$")
     message(FATAL_ERROR "${fn}: AUDIT ${arg_AUDIT} is not one of cuda, hip")
+  endif()
+  if(arg_ABI)
+    _ptkit_python_tool(abi_ "${fn}" -m ptkit.torch_abi check "${arg_ABI}")
   endif()
   set(dtype_re "^(float32|float16|bfloat16)$")
   foreach(dtype IN LISTS arg_DTYPES)
@@ -85,8 +115,7 @@ function(ptkit_install_kernel_library target)
   string(JSON m SET "${m}" targets "${arg_TARGETS_JSON}")
   _ptkit_json_string_array(dropped ${arg_DROPPED})
   string(JSON m SET "${m}" dropped_targets "${dropped}")
-  string(JSON m SET "${m}" torch
-    "{\"target_version\": \"${arg_TORCH_TARGET_VERSION}\", \"built_with\": \"${PTKIT_TORCH_VERSION}\"}")
+  _ptkit_manifest_torch_binding(m)
   string(TOLOWER "${CMAKE_SYSTEM_NAME}-${CMAKE_SYSTEM_PROCESSOR}" platform)
   string(JSON m SET "${m}" platform "\"${platform}\"")
   _ptkit_json_string_array(dtypes ${arg_DTYPES})
@@ -95,6 +124,8 @@ function(ptkit_install_kernel_library target)
     string(JSON ops SET "${ops}" "${op}" "${dtypes}")
   endforeach()
   string(JSON m SET "${m}" ops "${ops}")
+  _ptkit_json_string_array(requires_isa ${arg_REQUIRES_ISA})
+  string(JSON m SET "${m}" requires_isa "${requires_isa}")
   string(JSON m SET "${m}" sha256 "\"\"")
 
   set(template "${CMAKE_CURRENT_BINARY_DIR}/${target}.manifest.in.json")

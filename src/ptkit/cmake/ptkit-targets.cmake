@@ -6,8 +6,10 @@ include_guard(GLOBAL)
 
 # ptkit_resolve_targets(<backend> [TARGETS <t>…] [OPTIONAL_TARGETS <t>…] RESULT_PREFIX <p>)
 #  1. the request (python -m ptkit.backends request): TARGETS and OPTIONAL_TARGETS, unless
-#     the backend's override variable is set (PTKIT_CUDA_ARCHS, PTKIT_HIP_TARGETS): then
-#     its targets, none optional; an override Python cannot read is an error;
+#     the backend's override variable is set (PTKIT_CUDA_ARCHS, PTKIT_HIP_TARGETS; for
+#     CUDA also TORCH_CUDA_ARCH_LIST, below PTKIT_CUDA_ARCHS): then its targets, none
+#     optional, and a status line saying which variable replaced them; an override
+#     Python cannot read is an error;
 #  2. what the compiler builds: _ptkit_<backend>_buildable_targets (cuda: nvcc's lists;
 #     hip: a probe compile per target);
 #  3. the resolution (python -m ptkit.backends resolve): an optional target the compiler
@@ -42,6 +44,10 @@ function(ptkit_resolve_targets backend)
   endif()
   if(NOT request_SOURCE STREQUAL "recipe")
     message(STATUS "ptkit: ${request_SOURCE}=$ENV{${request_SOURCE}} -> ${request_TARGETS}")
+  endif()
+  if(request_NOTE)
+    # Which variable replaced the recipe's targets, or won over another (ptkit.backends).
+    message(STATUS "ptkit: ${request_NOTE}")
   endif()
   if(NOT request_TARGETS AND NOT request_OPTIONAL)
     set(${p}_ERROR "nothing to build: no TARGETS (the recipe's target list) and no ${request_OVERRIDE}"

@@ -125,17 +125,17 @@ function(_ptkit_check_ocloc)
 endfunction()
 
 # ptkit_target_xpu_sources(<target> SOURCES <sycl .cpp>… DEVICES <aot device>… [JIT]
-#                          [INCLUDE_DIRS <dir>…])
+#                          [INCLUDE_DIRS <dir>…] [DEFINES <def>…])
 # Compiles each SYCL source with icpx (-fsycl -fPIC -O3 -std=c++17), ahead of time for
 # DEVICES (ocloc names: pvc, bmg …) and, with JIT (or "spir64" among DEVICES), also to
 # SPIR-V for devices the list lacks; device-links the objects (-fsycl-link) into one
 # host-linkable object; adds all of them to <target> and links libsycl.so from icpx's
 # install. Call it in the directory that defines <target> (a custom command's outputs
 # belong to its directory). The SYCL sources must be torch-free: no torch include
-# directory is passed, only INCLUDE_DIRS and -DPTKIT_GPU_XPU (a custom command inherits
-# none of the target's include directories, definitions or options).
+# directory is passed, only INCLUDE_DIRS, DEFINES and -DPTKIT_GPU_XPU (a custom command
+# inherits none of the target's include directories, definitions or options).
 function(ptkit_target_xpu_sources target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "JIT" "" "SOURCES;DEVICES;INCLUDE_DIRS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "JIT" "" "SOURCES;DEVICES;INCLUDE_DIRS;DEFINES")
   set(fn "ptkit_target_xpu_sources(${target})")
   _ptkit_check_arguments("${fn}" SOURCES)
   if(NOT TARGET ${target})
@@ -163,6 +163,9 @@ function(ptkit_target_xpu_sources target)
   foreach(dir IN LISTS arg_INCLUDE_DIRS)
     get_filename_component(dir "${dir}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     list(APPEND includes "-I${dir}")
+  endforeach()
+  foreach(define IN LISTS arg_DEFINES)
+    list(APPEND includes "-D${define}")
   endforeach()
   # -fp-model=precise: icpx defaults to fast floating point, which assumes no NaN or
   # Inf; torch's semantics (relu(NaN) = NaN, silu(-inf) = NaN) need them honoured.

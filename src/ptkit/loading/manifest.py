@@ -16,6 +16,7 @@ from typing import Any
 
 from ptkit.backends import BACKENDS
 from ptkit.loading.files import read_regular_file
+from ptkit.torch_abi import ABI_MODES, DEFAULT_ABI
 
 __all__ = [
     "MANIFEST_SUFFIX",
@@ -33,6 +34,7 @@ SCHEMA_VERSION = 1
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _TARGET_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)$")
+_TORCH_VERSION = re.compile(r"^[0-9]+\.[0-9]+")
 
 
 class ManifestError(ValueError):
@@ -89,6 +91,14 @@ class Manifest:
     sha256: str
     # Optional: manifests written before ptkit recorded registrations have none.
     registrations: Registrations | None = None
+    # How the library binds to torch (ptkit.torch_abi): "stable", or "torch" (the classic
+    # C++ API: it loads into torch_built_with's minor only, with the same C++ ABI).
+    torch_abi: str = DEFAULT_ABI
+    # _GLIBCXX_USE_CXX11_ABI of the torch it was built with (torch mode, libstdc++ only).
+    torch_cxx11_abi: bool | None = None
+    # CPU ISA levels the whole library is compiled for (REQUIRES_ISA): it loads only on a
+    # CPU that has them (ptkit.platforms.required_isa).
+    requires_isa: tuple[str, ...] = ()
 
     @property
     def library_path(self) -> Path:
@@ -109,15 +119,49 @@ class Manifest:
             "toolkit": dict(self.toolkit),
             "targets": {k: list(v) for k, v in self.targets.items()},
             "dropped_targets": list(self.dropped_targets),
-            "torch": {
-                "target_version": self.torch_target_version_str,
-                "built_with": self.torch_built_with,
-            },
+            "torch": _torch_json(self),
             "platform": self.platform,
             "ops": {k: list(v) for k, v in self.ops.items()},
+            "requires_isa": list(self.requires_isa),
             "sha256": self.sha256,
             **_registrations_json(self.registrations),
         }
+
+
+# --- the ABI mode and the CPU requirements (schema: torch.abi, torch.cxx11_abi,
+# requires_isa); a manifest written before they existed is a stable one that requires
+# nothing -------------------------------------------------------------------------------
+
+
+def _torch_json(manifest: Manifest) -> dict[str, Any]:
+    torch: dict[str, Any] = {
+        "target_version": manifest.torch_target_version_str,
+        "built_with": manifest.torch_built_with,
+        "abi": manifest.torch_abi,
+    }
+    if manifest.torch_cxx11_abi is not None:
+        torch["cxx11_abi"] = manifest.torch_cxx11_abi
+    return torch
+
+
+def _parse_torch_binding(
+    data: dict[str, Any], torch_info: dict[str, Any], path: Path
+) -> dict[str, Any]:
+    """``torch_abi``, ``torch_cxx11_abi`` and ``requires_isa`` of a manifest."""
+    abi = torch_info.get("abi", DEFAULT_ABI)
+    if abi not in ABI_MODES:
+        raise ManifestError(f"{path}: torch.abi must be one of {', '.join(ABI_MODES)}, got {abi!r}")
+    cxx11 = torch_info.get("cxx11_abi")
+    if cxx11 is not None and not isinstance(cxx11, bool):
+        raise ManifestError(f"{path}: torch.cxx11_abi must be true or false, got {cxx11!r}")
+    built_with = torch_info.get("built_with", "")
+    if abi == "torch" and not (isinstance(built_with, str) and _TORCH_VERSION.match(built_with)):
+        raise ManifestError(
+            f"{path}: torch.built_with must be the torch version of an ABI torch build "
+            f"(2.14.1+cu130), got {built_with!r}"
+        )
+    requires = _str_list(data.get("requires_isa", []), "requires_isa", path)
+    return {"torch_abi": abi, "torch_cxx11_abi": cxx11, "requires_isa": requires}
 
 
 def _require(data: dict[str, Any], key: str, kind: type, path: Path) -> Any:
@@ -222,6 +266,7 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         registrations=(
             parse_registrations(data["registrations"], path) if "registrations" in data else None
         ),
+        **_parse_torch_binding(data, torch_info, path),
     )
 
 

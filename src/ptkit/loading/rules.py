@@ -4,11 +4,15 @@ loading anything, so ``ptkit doctor`` gives the same verdict from facts it read 
 For each manifest, in order:
 
 1. not switched off (``PTKIT_FORCE_REFERENCE``, ``PTKIT_DISABLE_NATIVE``);
-2. built for this platform (``linux-x86_64`` …, ``ptkit.platforms``);
+2. built for this platform (``linux-x86_64`` …, ``ptkit.platforms``), and this CPU has
+   the ISA levels the library requires (``REQUIRES_ISA``: ``ptkit.platforms`` reads what
+   the CPU has);
 3. this torch has the backend, the backend's runtime-major rule holds (a CUDA or HIP
    library loads only beside a torch built with the same major), and every visible
    device is covered by the library's targets (the backend's ``coverage``);
-4. torch's stable ABI: same major version, and torch >= the library's target version;
+4. the torch ABI (``ptkit.torch_abi``): a stable-ABI library needs the same major
+   version and torch >= its target version; a ``torch``-mode one (the classic C++ API)
+   the torch major.minor it was built with, and the same C++ ABI;
 5. the library file exists, its sha256 matches the manifest, and it is a complete
    library for this machine (the platform's ``library_problem``: ``dlopen`` of a
    truncated file can kill the process).
@@ -25,7 +29,7 @@ from pathlib import Path
 from ptkit.backends import Device, Versions, get_backend, version_pair
 from ptkit.loading.manifest import Manifest, file_sha256
 from ptkit.loading.switches import RuntimeSwitches
-from ptkit.platforms import current_platform, manifest_platform
+from ptkit.platforms import CpuFacts, current_platform, manifest_platform, this_cpu
 
 __all__ = [
     "LoadDecision",
@@ -84,6 +88,8 @@ class TorchFacts:
     xpu_devices: tuple[tuple[str, int | None], ...] = ()
     # torch.backends.mps.is_available(): an Apple GPU this torch can use.
     mps_available: bool = False
+    # torch._C._GLIBCXX_USE_CXX11_ABI (libstdc++ builds); None: unknown or not applicable.
+    cxx11_abi: bool | None = None
 
     @property
     def major_minor(self) -> tuple[int, int]:
@@ -122,31 +128,39 @@ def _coverage_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
     return None
 
 
-def check_compatibility(
-    manifest: Manifest,
-    facts: TorchFacts,
-    switches: RuntimeSwitches,
-    this_platform: str | None = None,
-) -> str | None:
-    """Rules 1-4: the reason the library must not be loaded here, or None."""
-    disabled = switches.disabled_reason(manifest.backend)
-    if disabled:
-        return disabled
-    this_platform = this_platform or manifest_platform()
-    if manifest.platform != this_platform:
-        return f"built for {manifest.platform}, this machine is {this_platform}"
-    backend = get_backend(manifest.backend)
-    absent = backend.torch_absent_reason(facts)
-    if absent:
-        return f"{absent}; the {manifest.backend} library needs one"
-    runtime = backend.runtime_problem(manifest.toolkit.get("version", ""), facts)
-    if runtime:
-        return runtime
-    uncovered = _coverage_problem(manifest, facts)
-    if uncovered:
-        return uncovered
-    target = manifest.torch_target_version
+def _required_isa_problem(manifest: Manifest, cpu: CpuFacts | None) -> str | None:
+    """Rule 2's CPU half: the ISA levels the library requires, against this CPU."""
+    if not manifest.requires_isa:
+        return None
+    platform = current_platform()
+    if platform is None:
+        return (
+            f"requires the CPU ISA level {', '.join(manifest.requires_isa)} and ptkit cannot "
+            "read this system's CPU features; not loaded"
+        )
+    return platform.required_isa_problem(manifest.requires_isa, cpu or this_cpu())
+
+
+def _torch_abi_problem(manifest: Manifest, facts: TorchFacts) -> str | None:
+    """Rule 4: the torch this library binds to (``manifest.torch_abi``) against this one."""
     running = facts.major_minor
+    if manifest.torch_abi == "torch":
+        built = version_pair(manifest.torch_built_with) or (0, 0)
+        if running != built:
+            return (
+                f"built for torch {built[0]}.{built[1]} (classic C++ ABI); this is torch "
+                f"{running[0]}.{running[1]}: install the build for torch {running[0]}.{running[1]} "
+                "from the index, or rebuild"
+            )
+        cxx11 = manifest.torch_cxx11_abi
+        if cxx11 is not None and facts.cxx11_abi is not None and cxx11 != facts.cxx11_abi:
+            return (
+                f"built with _GLIBCXX_USE_CXX11_ABI={int(cxx11)} (classic C++ ABI), torch "
+                f"{facts.version} uses _GLIBCXX_USE_CXX11_ABI={int(facts.cxx11_abi)}: its C++ "
+                "symbols differ; install the build for this torch, or rebuild against it"
+            )
+        return None
+    target = manifest.torch_target_version
     if running[0] != target[0]:
         return (
             f"built for the torch {target[0]}.x stable ABI, torch {facts.version} is a "
@@ -158,6 +172,37 @@ def check_compatibility(
             f"{facts.version}; upgrade torch"
         )
     return None
+
+
+def check_compatibility(
+    manifest: Manifest,
+    facts: TorchFacts,
+    switches: RuntimeSwitches,
+    this_platform: str | None = None,
+    cpu: CpuFacts | None = None,
+) -> str | None:
+    """Rules 1-4: the reason the library must not be loaded here, or None. ``cpu``: this
+    machine's CPU (``ptkit.platforms.this_cpu()`` when not given)."""
+    disabled = switches.disabled_reason(manifest.backend)
+    if disabled:
+        return disabled
+    this_platform = this_platform or manifest_platform()
+    if manifest.platform != this_platform:
+        return f"built for {manifest.platform}, this machine is {this_platform}"
+    lacking = _required_isa_problem(manifest, cpu)
+    if lacking:
+        return lacking
+    backend = get_backend(manifest.backend)
+    absent = backend.torch_absent_reason(facts)
+    if absent:
+        return f"{absent}; the {manifest.backend} library needs one"
+    runtime = backend.runtime_problem(manifest.toolkit.get("version", ""), facts)
+    if runtime:
+        return runtime
+    uncovered = _coverage_problem(manifest, facts)
+    if uncovered:
+        return uncovered
+    return _torch_abi_problem(manifest, facts)
 
 
 def device_details(manifest: Manifest, facts: TorchFacts) -> list[tuple[str, str]]:
@@ -198,21 +243,25 @@ def decide_without_loading(
     facts: TorchFacts,
     switches: RuntimeSwitches,
     this_platform: str | None = None,
+    cpu: CpuFacts | None = None,
 ) -> LoadDecision:
     """Rules 1-5 for one manifest, without loading anything (and without torch): SKIPPED
     or FAILED with the reason, or LOADED meaning "would load" (rule 6 not tried).
 
     The loader runs rule 6 after this; ``ptkit doctor`` stops here, with facts it read
     from torch's files and the probed devices, so both give the same verdict."""
-    reason = check_compatibility(manifest, facts, switches, this_platform)
+    reason = check_compatibility(manifest, facts, switches, this_platform, cpu)
     if reason:
         return LoadDecision(manifest.path, LoadStatus.SKIPPED, reason, manifest)
     problem = _integrity_problem(manifest)
     if problem:
         return LoadDecision(manifest.path, LoadStatus.FAILED, problem, manifest)
-    reason = (
-        f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, "
-        f"stable ABI target {manifest.torch_target_version_str}"
-    )
+    if manifest.torch_abi == "torch":
+        binding = f"classic C++ ABI, torch {manifest.torch_target_version_str} only"
+    else:
+        binding = f"stable ABI target {manifest.torch_target_version_str}"
+    reason = f"{manifest.variant} variant, built with torch {manifest.torch_built_with}, {binding}"
+    if manifest.requires_isa:
+        reason += f", requires CPU ISA {', '.join(manifest.requires_isa)}"
     details = tuple(device_details(manifest, facts))
     return LoadDecision(manifest.path, LoadStatus.LOADED, reason, manifest, details)

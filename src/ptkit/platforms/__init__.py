@@ -13,11 +13,12 @@ from __future__ import annotations
 import platform as _platform
 
 from ptkit.platforms import linux, macos, windows
-from ptkit.platforms.base import IsaLevel, Platform, ReleasePlatform
+from ptkit.platforms.base import CpuFacts, IsaLevel, Platform, ReleasePlatform
 
 __all__ = [
     "PLATFORMS",
     "RELEASE_PLATFORMS",
+    "CpuFacts",
     "IsaLevel",
     "Platform",
     "ReleasePlatform",
@@ -27,6 +28,7 @@ __all__ = [
     "platform_for_wheel_tag",
     "release_platform",
     "release_platform_for",
+    "this_cpu",
 ]
 
 PLATFORMS: dict[str, Platform] = {m.PLATFORM.name: m.PLATFORM for m in (linux, macos, windows)}
@@ -67,3 +69,13 @@ def manifest_platform() -> str:
     """This machine as manifests spell it: ``<system>-<processor>``, CMake's names in lower
     case (``linux-x86_64``, ``darwin-arm64``, ``windows-amd64``)."""
     return f"{_platform.system()}-{_platform.machine()}".lower()
+
+
+def this_cpu() -> CpuFacts:
+    """This machine's CPU: its processor and the feature flags its platform reads."""
+    platform = current_platform()
+    if platform is None:
+        features, source = None, f"ptkit has no platform module for {_platform.system()}"
+    else:
+        features, source = platform.cpu_features()
+    return CpuFacts(_platform.machine(), features, source)

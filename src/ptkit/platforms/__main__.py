@@ -7,6 +7,13 @@
     here) and ``FLAGS_<i>=…`` (the compiler flags of the i-th level). An unknown level
     exits 1 with the known ones.
 
+``requires-isa PROCESSOR COMPILER_ID LEVEL…``
+    The compiler flags of the CPU ISA levels a whole library requires
+    (``REQUIRES_ISA``, :mod:`ptkit.platforms.required_isa`): ``LEVELS=…`` and
+    ``FLAGS=…`` (all of them, in order). An unknown level exits 1 with the known ones.
+``cpu-features``
+    What this machine's CPU reports: ``PROCESSOR=…``, ``FEATURES=…`` (or ``UNKNOWN=…``, why).
+
 Lists are CMake lists (``;``-separated), one ``KEY=value`` per line. Standard library only.
 """
 
@@ -15,7 +22,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ptkit.platforms import PLATFORMS, platform_for_system
+from ptkit.platforms import PLATFORMS, platform_for_system, this_cpu
+from ptkit.platforms.base import Platform
+from ptkit.platforms.required_isa import required_isa
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +35,22 @@ def main(argv: list[str] | None = None) -> int:
     isa.add_argument("processor")
     isa.add_argument("compiler_id")
     isa.add_argument("levels", nargs="*")
+    requires = commands.add_parser("requires-isa")
+    requires.add_argument("processor")
+    requires.add_argument("compiler_id")
+    requires.add_argument("levels", nargs="+")
+    commands.add_parser("cpu-features")
     args = parser.parse_args(argv)
+    if args.command == "requires-isa":
+        return _requires_isa(args.processor, args.compiler_id, args.levels)
+    if args.command == "cpu-features":
+        cpu = this_cpu()
+        print(f"PROCESSOR={cpu.processor}")
+        if cpu.features is None:
+            print(f"UNKNOWN={cpu.source}")
+        else:
+            print(f"FEATURES={';'.join(sorted(cpu.features))}")
+        return 0
     platform = platform_for_system(args.system)
     if platform is None:
         known = ", ".join(p.system for p in PLATFORMS.values())
@@ -44,6 +68,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SKIPPED={';'.join(skipped)}")
     for index, (_, flags) in enumerate(builds):
         print(f"FLAGS_{index}={';'.join(flags)}")
+    return 0
+
+
+def _requires_isa(processor: str, compiler_id: str, levels: list[str]) -> int:
+    dialect = Platform().compiler_dialect(compiler_id)
+    flags: list[str] = []
+    try:
+        for name in levels:
+            level = required_isa(name, processor)
+            flags += [flag for flag in level.flags.get(dialect, ()) if flag not in flags]
+    except ValueError as exc:
+        print(f"ptkit: {exc}", file=sys.stderr)
+        return 1
+    print(f"LEVELS={';'.join(levels)}")
+    print(f"FLAGS={';'.join(flags)}")
     return 0
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-__all__ = ["IsaLevel", "Platform", "ReleasePlatform"]
+__all__ = ["CpuFacts", "IsaLevel", "Platform", "ReleasePlatform"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +51,18 @@ class IsaLevel:
     """``x86-64-v3``; ``default`` is the baseline of every CPU of the architecture."""
     flags: dict[str, tuple[str, ...]]
     """Compiler dialect (``gnu``: GCC and Clang, ``msvc``) -> its flags for the level."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuFacts:
+    """What the loader needs to know about this machine's CPU for ``REQUIRES_ISA``."""
+
+    processor: str
+    """``platform.machine()``: ``x86_64``, ``aarch64``."""
+    features: frozenset[str] | None
+    """The CPU's feature flags (``/proc/cpuinfo`` names); None: this platform cannot tell."""
+    source: str
+    """Where they were read (``/proc/cpuinfo``), or why they are unknown."""
 
 
 class Platform:
@@ -129,6 +141,38 @@ class Platform:
             else:
                 builds.append((name, flags))
         return tuple(builds), tuple(skipped)
+
+    def cpu_features(self) -> tuple[frozenset[str] | None, str]:
+        """This CPU's feature flags in ``/proc/cpuinfo``'s names, and where they came from;
+        (None, why) where the platform has no way to read them yet."""
+        return None, f"ptkit does not read the CPU's features on {self.name} yet"
+
+    def required_isa_problem(self, levels: Sequence[str], cpu: CpuFacts) -> str | None:
+        """Why a library that requires the ISA ``levels`` (its manifest's ``requires_isa``)
+        must not be loaded on ``cpu``, or None: every level's flags are there. A CPU whose
+        features are unknown runs nothing that requires a level (it could die of an
+        illegal instruction)."""
+        from ptkit.platforms.required_isa import missing_cpu_flags, required_isa
+
+        for name in levels:
+            try:
+                level = required_isa(name, cpu.processor)
+            except ValueError as exc:
+                return f"{exc}: rebuild the library for {cpu.processor}"
+            if cpu.features is None:
+                return (
+                    f"requires the CPU ISA level {name} and {cpu.source}, so whether this CPU "
+                    f"has it is unknown; ptkit does not load it (it could die of an illegal "
+                    f"instruction): build it without REQUIRES_ISA {name} for this platform"
+                )
+            missing = missing_cpu_flags(level, cpu.features)
+            if missing:
+                return (
+                    f"requires the CPU ISA level {name} (REQUIRES_ISA), which this CPU lacks "
+                    f"(no {', '.join(missing)} in {cpu.source}; {level.has_it} have it): run "
+                    f"on such a CPU, or ship a build without REQUIRES_ISA {name} for this one"
+                )
+        return None
 
     def release_platform_for(self, machine: str) -> ReleasePlatform | None:
         for release in self.release_platforms:

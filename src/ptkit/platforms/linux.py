@@ -14,7 +14,22 @@ from pathlib import Path
 from ptkit.platforms.base import Platform, ReleasePlatform
 from ptkit.platforms.elf import elf_problem
 
-__all__ = ["LinuxPlatform"]
+__all__ = ["CPUINFO", "LinuxPlatform", "cpuinfo_features"]
+
+CPUINFO = Path("/proc/cpuinfo")
+_FEATURE_LINE = re.compile(r"^(flags|Features)\s*:(.*)$", re.M)
+
+
+def cpuinfo_features(path: Path) -> tuple[frozenset[str] | None, str]:
+    """The feature flags of the first processor in a ``/proc/cpuinfo``-format file."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror or exc})"
+    match = _FEATURE_LINE.search(text)
+    if match is None:
+        return None, f"{path} has no flags or Features line"
+    return frozenset(match.group(2).split()), str(path)
 
 
 class LinuxPlatform(Platform):
@@ -47,6 +62,11 @@ class LinuxPlatform(Platform):
 
     def library_problem(self, path: Path) -> str | None:
         return elf_problem(path)
+
+    def cpu_features(self) -> tuple[frozenset[str] | None, str]:
+        """The first processor's ``flags`` (x86) or ``Features`` (Arm) line of
+        ``/proc/cpuinfo``: every core of a machine reports the same."""
+        return cpuinfo_features(CPUINFO)
 
     def repair_command(self, excludes: Sequence[str]) -> str:
         flags = " ".join(f"--exclude {self._quoted([lib])}" for lib in excludes)

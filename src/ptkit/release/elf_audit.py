@@ -1,11 +1,15 @@
 """The audit of an ELF library (the Linux platform's binary format): what it links and
 which symbols and symbol versions it needs.
 
-A library on the LibTorch stable ABI may need torch's C shim (``aoti_torch_*``,
-``torch_*``) and the C/C++ runtime, and nothing of torch's C++ API outside the
-header-only ``torch::stable`` namespace; it must not link libpython or
-libtorch_python, so that one wheel serves every CPython and every torch >= its
-target. For a library of a wheel (:mod:`ptkit.release.wheel_audit`):
+A library binds to torch in one of two ways (:mod:`ptkit.torch_abi`). On the LibTorch
+stable ABI it may need torch's C shim (``aoti_torch_*``, ``torch_*``) and the C/C++
+runtime, and nothing of torch's C++ API outside the header-only ``torch::stable``
+namespace, so that one wheel serves every torch >= its target. In the ``torch`` mode (the
+classic C++ API) it is entitled to torch's C++ symbols (``at::``, ``c10::``, ``torch::``)
+and to torch's libraries of its version. In both, it must not link libpython or
+libtorch_python, need Python's C API (``Py*``) or export a Python module init
+(``PyInit_*``): one wheel serves every CPython. For a library of a wheel
+(:mod:`ptkit.release.wheel_audit`):
 
 * every DT_NEEDED is one torch provides for the library's backend
   (:mod:`ptkit.release.torch_libraries`) or the C/C++ runtime every manylinux system
@@ -14,6 +18,9 @@ target. For a library of a wheel (:mod:`ptkit.release.wheel_audit`):
   imported torch);
 * the highest GLIBC / GLIBCXX / CXXABI / GCC symbol version it requires is allowed by
   the wheel's manylinux tag, per the policy table auditwheel ships.
+
+Symbols it may not need are reported as one summary per library (how many, from which
+namespace, the first few demangled) with the way out, not one line per symbol.
 
 Needs ``pyelftools``, imported inside the functions (the ``build`` extra: the loader
 and the CLI import this package without it); the manylinux check needs ``auditwheel``.
@@ -25,13 +32,19 @@ import dataclasses
 import importlib.util
 import json
 import re
+import shutil
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from ptkit.release.torch_libraries import is_torch_library
+from ptkit.torch_abi import DEFAULT_ABI, PORTING_GUIDE
 
 __all__ = [
     "C_RUNTIME_NEEDED",
     "FORBIDDEN_NEEDED",
+    "LIBPYTHON",
+    "PYTHON_SYMBOL",
     "ElfAudit",
     "ElfLibraryAudit",
     "ManylinuxPolicy",
@@ -44,7 +57,8 @@ __all__ = [
 ]
 
 # Linking any of these ties the wheel to one Python or one torch build.
-FORBIDDEN_NEEDED = (re.compile(r"^libpython\d"), re.compile(r"^libtorch_python\.so"))
+LIBPYTHON = re.compile(r"^libpython\d")
+FORBIDDEN_NEEDED = (LIBPYTHON, re.compile(r"^libtorch_python\.so"))
 # The C/C++ runtime: on every system a manylinux tag describes.
 C_RUNTIME_NEEDED = (
     re.compile(r"^lib(c|m|dl|rt|pthread)\.so\.\d+$"),
@@ -55,8 +69,14 @@ C_RUNTIME_NEEDED = (
 )
 
 # Itanium-mangled names in torch's C++ namespaces (c10::, at::, torch::, caffe2::).
-_TORCH_CXX = re.compile(r"^_ZN(?:K|St)?(?:3c10|2at|5torch|6caffe2)")
+_TORCH_CXX = re.compile(r"^_ZN(?:K|St)?(3c10|2at|5torch|6caffe2)")
 _TORCH_STABLE = re.compile(r"^_ZN(?:K)?5torch6stable")
+# Python's C API (PyModule_Create2, _Py_Dealloc, PyExc_RuntimeError), torch's Python
+# bindings (THPVariable_Wrap) and pybind11's: symbols only a Python process resolves.
+PYTHON_SYMBOL = re.compile(r"^(?:_?Py(?:_|[A-Z])|THP|_ZN\w*?8pybind11)")
+_PYTHON_INIT = re.compile(r"^PyInit_")
+# How many symbols a summary names.
+_FIRST = 3
 _VERSIONED_PREFIXES = {"GLIBC", "GLIBCXX", "CXXABI", "GCC"}
 _MANYLINUX = re.compile(r"^(manylinux_(\d+)_(\d+))_(\w+)$")
 _LEGACY_MANYLINUX = {
@@ -68,9 +88,41 @@ _TOOLCHAIN_FIX = (
     "build in the manylinux image of the tag you need (cibuildwheel does), or let "
     "auditwheel choose the tag (`ptkit build` does)"
 )
+# The way out of every Python tie, said once.
+_NO_PYTHON_FIX = (
+    "a kernel library links no Python (no Python.h, pybind11 module or torch/extension.h): "
+    "register the ops with TORCH_LIBRARY (ABI torch: torch/all.h + torch/library.h) or "
+    f"STABLE_TORCH_LIBRARY ({PORTING_GUIDE})"
+)
 
 # {policy name: {arch: {prefix: {version, …}}}}, auditwheel's table.
 ManylinuxPolicy = dict[str, dict[str, dict[str, set[str]]]]
+
+
+def demangle(symbols: Sequence[str]) -> list[str]:
+    """``symbols`` as C++ names (binutils' c++filt), or as they are where it is missing."""
+    tool = shutil.which("c++filt")
+    if tool is None or not symbols:
+        return list(symbols)
+    try:
+        proc = subprocess.run(
+            [tool],
+            input="\n".join(symbols),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except OSError:
+        return list(symbols)
+    names = proc.stdout.splitlines()
+    return names if proc.returncode == 0 and len(names) == len(symbols) else list(symbols)
+
+
+def _first_few(symbols: Sequence[str]) -> str:
+    shown = [name if len(name) <= 100 else name[:97] + "..." for name in demangle(symbols[:_FIRST])]
+    more = f" and {len(symbols) - _FIRST} more" if len(symbols) > _FIRST else ""
+    return ", ".join(shown) + more
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,27 +131,88 @@ class ElfAudit:
     needed: tuple[str, ...]
     undefined: tuple[str, ...]
     rpath: tuple[str, ...]
+    exported: tuple[str, ...] = ()
+    """The defined dynamic symbols (what the library offers the process)."""
+    abi: str = DEFAULT_ABI
+    """The library's torch ABI mode (its manifest's ``torch.abi``): what it may need."""
+
+    @property
+    def python_problems(self) -> list[str]:
+        """What ties the library to Python: libpython or libtorch_python linked, Python's
+        C API needed, a Python module init exported. The build stage checks these on the
+        unrepaired wheel (a repair drops libpython's DT_NEEDED), the audit again."""
+        name = self.path.name
+        python = [sym for sym in self.undefined if PYTHON_SYMBOL.match(sym)]
+        needing = (
+            f" for {len(python)} symbol{'s' if len(python) > 1 else ''} of Python's C API or "
+            f"torch's Python bindings ({_first_few(python)})"
+            if python
+            else ""
+        )
+        found = []
+        for lib in self.needed:
+            if LIBPYTHON.match(lib):
+                found.append(
+                    f"{name} links {lib} (DT_NEEDED){needing}: the wheel would run on one Python "
+                    "only, and auditwheel's repair drops the entry, which hides it. Fix: "
+                    f"{_NO_PYTHON_FIX}"
+                )
+                needing = ""  # said once
+            elif any(p.match(lib) for p in FORBIDDEN_NEEDED):
+                found.append(
+                    f"{name} links {lib} (DT_NEEDED), torch's Python bindings: the wheel would "
+                    f"be tied to one Python and one torch build. Fix: {_NO_PYTHON_FIX}"
+                )
+        if needing:
+            found.append(
+                f"{name} needs{needing.removeprefix(' for')}: only a Python process that has "
+                f"them resolves them, so the library is tied to one Python. Fix: {_NO_PYTHON_FIX}"
+            )
+        inits = [sym for sym in self.exported if _PYTHON_INIT.match(sym)]
+        if inits:
+            found.append(
+                f"{name} exports {', '.join(inits)}: it is a Python extension module "
+                "(PYBIND11_MODULE, setup.py's CppExtension), which torch.ops.load_library "
+                f"does not import. Fix: drop the module init; {_NO_PYTHON_FIX}"
+            )
+        return found
+
+    @property
+    def torch_problems(self) -> list[str]:
+        """Torch C++ symbols a stable-ABI library needs, as one summary (a ``torch``-mode
+        library is entitled to them)."""
+        if self.abi != "stable":
+            return []
+        outside = [
+            sym for sym in self.undefined if _TORCH_CXX.match(sym) and not _TORCH_STABLE.match(sym)
+        ]
+        if not outside:
+            return []
+        counts: dict[str, int] = {}
+        for sym in outside:
+            match = _TORCH_CXX.match(sym)
+            namespace = re.sub(r"^\d+", "", match.group(1)) if match else "?"
+            counts[namespace] = counts.get(namespace, 0) + 1
+        by_namespace = ", ".join(
+            f"{n} {ns}::" for ns, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        return [
+            f"{self.path.name} needs {len(outside)} torch C++ symbol"
+            f"{'s' if len(outside) > 1 else ''} outside the stable ABI ({by_namespace}; "
+            f"first: {_first_few(outside)}): it uses torch's classic C++ API. Fix: build it in "
+            "the torch mode (ptkit_add_kernel_library(… ABI torch): one wheel per torch "
+            f"minor), or port it to the stable ABI (torch/csrc/stable/; {PORTING_GUIDE})"
+        ]
 
     @property
     def problems(self) -> list[str]:
-        """libpython or libtorch_python linked, torch C++ symbols outside the stable ABI."""
-        found = []
-        for lib in self.needed:
-            if any(p.match(lib) for p in FORBIDDEN_NEEDED):
-                found.append(
-                    f"{self.path.name} links {lib}: the wheel would be tied to one Python/torch"
-                )
-        for sym in self.undefined:
-            if _TORCH_CXX.match(sym) and not _TORCH_STABLE.match(sym):
-                found.append(
-                    f"{self.path.name} needs {sym}, a torch C++ symbol outside the stable ABI: "
-                    "build with TORCH_STABLE_ONLY and torch/csrc/stable headers only"
-                )
-        return found
+        """The Python ties, then torch C++ symbols a stable-ABI library may not need."""
+        return [*self.python_problems, *self.torch_problems]
 
 
-def audit_elf(path: Path) -> ElfAudit:
-    """Read DT_NEEDED, DT_RPATH/DT_RUNPATH and the undefined dynamic symbols of an ELF file."""
+def audit_elf(path: Path, abi: str = DEFAULT_ABI) -> ElfAudit:
+    """Read DT_NEEDED, DT_RPATH/DT_RUNPATH and the dynamic symbols (undefined, defined) of
+    an ELF file; ``abi``: the library's torch ABI mode, for ``ElfAudit.problems``."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
@@ -107,6 +220,7 @@ def audit_elf(path: Path) -> ElfAudit:
     needed: list[str] = []
     rpath: list[str] = []
     undefined: list[str] = []
+    exported: list[str] = []
     with path.open("rb") as f:
         elf = ELFFile(f)
         for section in elf.iter_sections():
@@ -122,9 +236,20 @@ def audit_elf(path: Path) -> ElfAudit:
         dynsym = elf.get_section_by_name(".dynsym")
         if isinstance(dynsym, SymbolTableSection):
             for sym in dynsym.iter_symbols():
-                if sym.name and sym["st_shndx"] == "SHN_UNDEF":
+                if not sym.name:
+                    continue
+                if sym["st_shndx"] == "SHN_UNDEF":
                     undefined.append(sym.name)
-    return ElfAudit(path, tuple(needed), tuple(sorted(set(undefined))), tuple(rpath))
+                elif sym["st_info"]["bind"] != "STB_LOCAL":
+                    exported.append(sym.name)
+    return ElfAudit(
+        path,
+        tuple(needed),
+        tuple(sorted(set(undefined))),
+        tuple(rpath),
+        tuple(sorted(set(exported))),
+        abi,
+    )
 
 
 # --- symbol versions and the manylinux policy ----------------------------------------
@@ -255,7 +380,7 @@ def _needed_problems(
     problems = []
     for lib in needed:
         if any(p.match(lib) for p in FORBIDDEN_NEEDED):
-            continue  # ElfAudit.problems reports these with their own reason
+            continue  # ElfAudit.python_problems reports these with their own reason
         if is_torch_library(lib, torch_patterns) or any(p.match(lib) for p in C_RUNTIME_NEEDED):
             continue
         problems.append(
@@ -283,14 +408,16 @@ def audit_elf_library(
     torch_patterns: tuple[str, ...],
     platforms: tuple[str, ...],
     policy: ManylinuxPolicy | None,
+    abi: str = DEFAULT_ABI,
 ) -> ElfLibraryAudit:
     """Every ELF rule (the module docstring) for the ``backend`` library at ``path`` of a
-    wheel tagged ``platforms``; ``policy`` None: the symbol versions are not checked."""
+    wheel tagged ``platforms``, bound to torch by ``abi``; ``policy`` None: the symbol
+    versions are not checked."""
     from elftools.common.exceptions import ELFError
 
     name = path.name
     try:
-        elf = audit_elf(path)
+        elf = audit_elf(path, abi)
         versions = required_symbol_versions(path)
     except (ELFError, OSError, ValueError) as exc:
         problem = f"{name}: not a readable ELF library ({exc}): the wheel is corrupt; rebuild it"

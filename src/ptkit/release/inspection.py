@@ -131,7 +131,8 @@ def _report(
     from elftools.common.exceptions import ELFError
 
     try:
-        elf = audit_elf(library)
+        abi = manifest_data["torch"].get("abi", "stable") if manifest_data else "stable"
+        elf = audit_elf(library, abi)
     except (ELFError, OSError, ValueError) as exc:
         problems.append(f"{library.name}: not a readable ELF library ({exc})")
         return LibraryReport(library.name, manifest_data, [], [], problems, None)

@@ -7,6 +7,11 @@ installed, never from a second copy in the wheel. The table is each backend's
 backend's libraries are the CPU's row plus its own. The local repair (``ptkit build``),
 cibuildwheel's repair commands (``ptkit matrix``) and the wheel audit (DT_NEEDED) read
 them here, so the three cannot disagree.
+
+A library in the ``torch`` ABI mode (the classic C++ API, :mod:`ptkit.torch_abi`) is
+built for one torch and entitled to any of its C++ libraries (``libtorch*.so``,
+``libc10*.so``); libtorch_python, which those patterns also match, is refused before
+they are asked (:data:`ptkit.release.elf_audit.FORBIDDEN_NEEDED`).
 """
 
 from __future__ import annotations
@@ -14,16 +19,27 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from ptkit.backends import BACKENDS, get_backend
+from ptkit.torch_abi import DEFAULT_ABI
 
 __all__ = ["all_torch_libraries", "is_torch_library", "torch_libraries"]
 
 
-def torch_libraries(backend: str, os_name: str) -> tuple[str, ...]:
+# Every C++ library of a torch build, per OS: what a torch-mode library may link.
+_CLASSIC_API_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "linux": ("libtorch*.so", "libc10*.so"),
+    "macos": ("libtorch*.dylib", "libc10*.dylib"),
+    "windows": ("torch*.dll", "c10*.dll"),
+}
+
+
+def torch_libraries(backend: str, os_name: str, abi: str = DEFAULT_ABI) -> tuple[str, ...]:
     """The library patterns (``libcudart.so.*``) a ``backend`` variant's libraries take from
-    torch on ``os_name`` (``linux``, ``macos``, ``windows``): the CPU's and the backend's."""
+    torch on ``os_name`` (``linux``, ``macos``, ``windows``): the CPU's and the backend's,
+    and for an ``abi`` ``torch`` library every one of torch's C++ libraries."""
     cpu = BACKENDS["cpu"].runtime_libraries.get(os_name, ())
     own = get_backend(backend).runtime_libraries.get(os_name, ())
-    return tuple(dict.fromkeys((*cpu, *own)))
+    classic = _CLASSIC_API_LIBRARIES.get(os_name, ()) if abi == "torch" else ()
+    return tuple(dict.fromkeys((*cpu, *own, *classic)))
 
 
 def all_torch_libraries(os_name: str) -> tuple[str, ...]:

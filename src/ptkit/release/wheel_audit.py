@@ -9,11 +9,18 @@ libraries and how they are audited. For the wheel as a whole:
   relabelled by hand shows up as a mismatch), and every platform tag is of one platform;
 * a ``py3-none-any`` wheel (the toolkit) holds no native library, and a platform's wheel
   none of another platform's;
+* the ``torch``-mode libraries (:mod:`ptkit.torch_abi`) of a wheel are built for one
+  torch minor, and the wheel's ``Requires-Dist: torch`` (where it has one) allows that
+  minor and no other: pip must not put the wheel beside a torch its loader refuses; a
+  torch-mode wheel with no such pin gets a note;
 * every native library has a manifest, and each manifest's sha256 is that of the file
-  in the wheel.
+  in the wheel; where it is not and the repair left its marks (an ``$ORIGIN`` RPATH,
+  DT_NEEDED entries naming libraries it grafted into ``<dist>.libs/``), the problem says
+  what the repair changed and why, not only that the hashes differ.
 
 For each native library, the audit of its platform's binary format: ELF (Linux) in
-:mod:`ptkit.release.elf_audit` (links, stable ABI, RPATH, manylinux symbol versions);
+:mod:`ptkit.release.elf_audit` (links, Python ties, the torch ABI of its manifest's
+``torch.abi``, RPATH, manylinux symbol versions);
 Mach-O (macOS) and PE (Windows) are not implemented yet, and a library in those formats
 is reported as a problem ("not audited"), never passed unchecked. The GPU code inside a
 library is compared with its manifest (:mod:`ptkit.release.fatbin`,
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import tempfile
 import zipfile
 from email.parser import Parser
@@ -37,6 +45,7 @@ from ptkit.loading.manifest import MANIFEST_SUFFIX, Manifest, ManifestError, rea
 from ptkit.platforms import PLATFORMS, Platform, platform_for_wheel_tag
 from ptkit.release import elf_audit, fatbin, offload
 from ptkit.release.torch_libraries import all_torch_libraries, torch_libraries
+from ptkit.torch_abi import DEFAULT_ABI, PORTING_GUIDE
 
 __all__ = [
     "LibraryAudit",
@@ -44,6 +53,7 @@ __all__ = [
     "audit_wheel",
     "by_arch",
     "not_audited",
+    "repair_marks",
     "wheel_platform",
 ]
 
@@ -82,6 +92,12 @@ class WheelAudit:
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  PROBLEM: {p}" for p in self.problems] or ["  audit: ok"]
         return "\n".join(lines)
+
+
+def _metadata(archive: zipfile.ZipFile) -> str:
+    """The wheel's ``*.dist-info/METADATA`` ("" when it has none)."""
+    names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    return archive.read(names[0]).decode("utf-8", "replace") if len(names) == 1 else ""
 
 
 def _check_tags(wheel: Path) -> tuple[tuple[str, ...], list[str]]:
@@ -172,7 +188,45 @@ def _gpu_check(manifest: Manifest, cuobjdump: str | None) -> tuple[tuple[str, ..
     return (), []
 
 
-def _read_manifests(paths: list[Path]) -> tuple[dict[str, Manifest], list[str]]:
+# A file auditwheel grafted: <dist>.libs/<soname with a hash>.
+_GRAFTED = re.compile(r"(^|/)[^/]+\.libs/[^/]+$")
+
+
+def repair_marks(library: Path, names: list[str]) -> str:
+    """What a repair visibly changed in ``library`` of a wheel whose entries are ``names``,
+    and why, or "" when it left no mark: DT_NEEDED entries naming libraries grafted into
+    ``<dist>.libs/`` (the library links one that is neither torch's nor the C runtime),
+    an ``$ORIGIN`` RPATH with nothing grafted (auditwheel removed a DT_NEEDED the policy
+    forbids: libpython)."""
+    from elftools.common.exceptions import ELFError
+
+    try:
+        elf = elf_audit.audit_elf(library)
+    except (ELFError, OSError, ValueError):
+        return ""  # not readable: the library's own audit says so
+    grafted = {Path(name).name for name in names if _GRAFTED.search(name)}
+    replaced = [lib for lib in elf.needed if lib in grafted]
+    origin = [
+        item for entry in elf.rpath for item in entry.split(":") if item.startswith("$ORIGIN")
+    ]
+    if replaced:
+        return (
+            f"auditwheel's repair changed it: it grafted {', '.join(replaced)} into the wheel "
+            f"and rewrote its DT_NEEDED and RPATH ({', '.join(origin) or 'none'}) to them, "
+            "because the library links a library that is neither torch's nor the C/C++ "
+            "runtime. Fix: link that library statically or drop the dependency"
+        )
+    if origin:
+        return (
+            f"auditwheel's repair changed it: it set RPATH {', '.join(origin)} and grafted "
+            "nothing, which is what it does when it removes a DT_NEEDED the manylinux policy "
+            "forbids (libpython): the unrepaired library links Python. Fix: no Python in a "
+            f"kernel library ({PORTING_GUIDE}); `ptkit build` says so before the repair"
+        )
+    return ""
+
+
+def _read_manifests(paths: list[Path], names: list[str]) -> tuple[dict[str, Manifest], list[str]]:
     """Manifests by library file name (with its folder), and the problems reading them."""
     manifests: dict[str, Manifest] = {}
     problems = []
@@ -191,12 +245,66 @@ def _read_manifests(paths: list[Path]) -> tuple[dict[str, Manifest], list[str]]:
             continue
         digest = hashlib.sha256(manifest.library_path.read_bytes()).hexdigest()
         if digest != manifest.sha256:
+            marks = repair_marks(manifest.library_path, names)
             problems.append(
-                f"{manifest.library}: sha256 {digest} but {path.name} says {manifest.sha256}: "
-                "the library changed after the manifest was written (a repair that patched it, "
-                "a hand edit); rebuild, and repair with the torch and GPU runtimes excluded"
+                f"{manifest.library} changed after {path.name} was written: {marks}"
+                if marks
+                else f"{manifest.library}: sha256 {digest} but {path.name} says "
+                f"{manifest.sha256}: the library changed after the manifest was written (a "
+                "hand edit, a tool that patched it); rebuild, and repair with the torch and "
+                "GPU runtimes excluded"
             )
     return manifests, problems
+
+
+def _torch_pin(
+    manifests: dict[str, Manifest], metadata: str, wheel: str
+) -> tuple[list[str], list[str]]:
+    """Problems and notes of a wheel's torch-mode libraries against each other and against
+    its ``Requires-Dist: torch``."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    minors = {
+        (m.torch_target_version, m.library) for m in manifests.values() if m.torch_abi == "torch"
+    }
+    if not minors:
+        return [], []
+    wanted = sorted({minor for minor, _ in minors})
+    if len(wanted) > 1:
+        listed = ", ".join(f"{lib} (torch {a}.{b})" for (a, b), lib in sorted(minors))
+        return [
+            f"{wheel}: its torch-mode libraries are built for different torch minors ({listed}): "
+            "no torch loads them all; build every library of a wheel with one torch"
+        ], []
+    major, minor = wanted[0]
+    pins = []
+    for text in Parser().parsestr(metadata).get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "torch" and requirement.marker is None:
+            pins.append(requirement)
+    built = f"{major}.{minor}"
+    if not pins:
+        return [], [
+            f"its torch-mode libraries load into torch {built} only, and its metadata does not "
+            "pin torch: pip may install it beside another torch, where the loader skips them "
+            '(a recipe with variant.abi = "torch" and [torch] versions pins it)'
+        ]
+    problems = []
+    for pin in pins:
+        allows_own = pin.specifier.contains(f"{built}.0")
+        allows_other = pin.specifier.contains(f"{major}.{minor + 1}.0") or (
+            minor > 0 and pin.specifier.contains(f"{major}.{minor - 1}.0")
+        )
+        if not allows_own or allows_other:
+            problems.append(
+                f"{wheel}: requires {pin}, but its torch-mode libraries load into torch {built} "
+                f"only: pin torch>={built},<{major}.{minor + 1} (the build of a torch-mode "
+                "recipe does)"
+            )
+    return problems, []
 
 
 def _misplaced(names: list[str], platform: Platform | None, wheel: str) -> list[str]:
@@ -253,10 +361,13 @@ def audit_wheel(
         if platform is not None or platforms == ("any",):  # else: the tag's problem says it
             problems += _misplaced(names, platform, wheel.name)
         manifests, manifest_problems = _read_manifests(
-            sorted(Path(tmp, n) for n in names if n.endswith(MANIFEST_SUFFIX))
+            sorted(Path(tmp, n) for n in names if n.endswith(MANIFEST_SUFFIX)), names
         )
         problems += manifest_problems
         problems += namespaces.duplicate_definitions(manifests.values())
+        pin_problems, pin_notes = _torch_pin(manifests, _metadata(archive), wheel.name)
+        problems += pin_problems
+        notes += pin_notes
         if platform is not None:
             native = sorted(Path(tmp, n) for n in names if platform.is_native_library(n))
             for path in native:
@@ -291,13 +402,14 @@ def _audit_library(
             not_audited(path.name, platform),
         ]
     backend = manifest.backend if manifest is not None else "any backend"
+    abi = manifest.torch_abi if manifest is not None else DEFAULT_ABI
     patterns = (
-        torch_libraries(manifest.backend, platform.name)
+        torch_libraries(manifest.backend, platform.name, abi)
         if manifest is not None
         else all_torch_libraries(platform.name)
     )
     elf = elf_audit.audit_elf_library(
-        path, backend=backend, torch_patterns=patterns, platforms=platforms, policy=policy
+        path, backend=backend, torch_patterns=patterns, platforms=platforms, policy=policy, abi=abi
     )
     problems += elf.problems
     gpu: tuple[str, ...] = ()

@@ -84,6 +84,7 @@ def torch_facts() -> TorchFacts:
         xpu_available=xpu_available,
         xpu_devices=xpu_devices,
         mps_available=has_mps and torch.backends.mps.is_available(),
+        cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
     )
 
 

@@ -220,11 +220,12 @@ def _build_override_notes(environ: Mapping[str, str]) -> list[str]:
             request = backend.requested_targets((), (), environ)
         except TargetError as exc:
             raise SelectionError(f"ptkit select: {exc}") from exc
-        if request.source == variable:
+        if request.source != "recipe":  # the backend's variable, or one it honours
             notes.append(
-                f"{variable}={environ[variable].strip()!r} ({' '.join(request.targets)}) "
+                f"{request.source}={environ[request.source].strip()!r} ({' '.join(request.targets)}) "
                 "applies to local builds (ptkit build, pip install from source), not to "
                 "the published wheels ptkit select chooses from"
+                + (f"; {request.note}" if request.note else "")
             )
     return notes
 

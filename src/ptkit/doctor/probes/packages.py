@@ -116,6 +116,7 @@ def torch_facts_from(
         xpu_available=bool(xpu_devices),
         xpu_devices=xpu_devices,
         mps_available=mps_available,
+        cxx11_abi=torch.cxx11_abi,
     )
     return facts, tuple(notes)
 

@@ -10,6 +10,12 @@ under a GPU variant's name unless asked), CMake reports what each backend did
 (``ptkit-build-report.json``, printed as a table), the compiler cache's launchers and
 statistics come from :mod:`ptkit.release.pipeline.compiler_cache`, and a cuda variant's
 toolkit from :mod:`ptkit.release.pipeline.cuda_toolkit`.
+
+The wheel pip wrote is checked before any repair can hide what it holds
+(:mod:`ptkit.release.build_output`): a library tied to Python (libpython linked, Python's
+C API needed, a module init exported) fails this stage, naming it. A failed compile whose
+cause is the torch ABI (a classic header in a stable-ABI library, torch/extension.h) is
+said in ptkit's words (:func:`ptkit.torch_abi.compile_error_cause`).
 """
 
 from __future__ import annotations
@@ -30,9 +36,12 @@ import click
 
 from ptkit.progress import Steps
 from ptkit.recipes.model import Recipe
+from ptkit.release.build_output import python_ties
 from ptkit.release.pipeline import cuda_toolkit
 from ptkit.release.pipeline.compiler_cache import CompilerCache, find_compiler_cache, version_of
 from ptkit.release.pipeline.errors import BuildError
+from ptkit.release.pipeline.prerequisites import install_command
+from ptkit.torch_abi import compile_error_cause
 
 __all__ = ["REPORT_FILE", "BuildReportRow", "BuiltWheel", "build_wheel", "format_report"]
 
@@ -233,11 +242,34 @@ def build_wheel(
     if returncode != 0 or len(wheels) != 1:
         tail = "\n".join(output.strip().splitlines()[-25:])
         failed = [r for r in rows if r.status == "failed"]
-        cause = failed[0].detail if failed else f"pip wheel exited with {returncode}"
-        fix = (
-            "the build report's row above ends with the fix"
-            if failed
-            else "the end of the build log is above"
-        )
+        abi_cause = compile_error_cause(output)
+        if failed:
+            cause, fix = failed[0].detail, "the build report's row above ends with the fix"
+        elif abi_cause:
+            cause, fix = abi_cause, "the compiler's message is at the end of the build log, above"
+        else:
+            cause, fix = f"pip wheel exited with {returncode}", "the end of the build log is above"
         raise BuildError("build", variant, cause, f"{fix}; the whole log: {log}", details=tail)
+    _check_build_output(wheels[0], variant)
     return BuiltWheel(wheels[0], rows, summary, log)
+
+
+def _check_build_output(wheel: Path, variant: str) -> None:
+    """The unrepaired wheel's libraries tie nothing to Python (see the module docstring)."""
+    try:
+        problems = python_ties(wheel)
+    except ImportError as exc:  # pyelftools: the prerequisites check names it first
+        raise BuildError(
+            "build", variant, f"cannot check the built libraries: {exc}", install_command()
+        ) from exc
+    if problems:
+        count = len(problems)
+        raise BuildError(
+            "build",
+            variant,
+            f"{count} problem{'s' if count > 1 else ''} in {wheel.name}: its libraries are tied "
+            "to Python, found before the repair (which would drop libpython's DT_NEEDED and "
+            "hide it)",
+            "each problem above ends with its fix",
+            details="\n".join(f"  - {p}" for p in problems),
+        )

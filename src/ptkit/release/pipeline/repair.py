@@ -3,9 +3,15 @@
 On Linux, ``auditwheel repair`` to the best manylinux tag this machine's libraries allow
 (``auditwheel show`` picks it; never relabelled by hand), with the libraries torch
 provides left out (:mod:`ptkit.release.torch_libraries`: the CPU's and the variant
-backend's): they come from the torch the user installed. Nothing is grafted: any other
-library a kernel library needs fails the audit instead. The macOS and Windows repairs
-(delocate, delvewheel) run in the release (cibuildwheel), not yet here.
+backend's, and every torch C++ library for a wheel that holds a ``torch``-mode one): they
+come from the torch the user installed. Nothing is grafted: any other library a kernel
+library needs fails the audit instead. The macOS and Windows repairs (delocate,
+delvewheel) run in the release (cibuildwheel), not yet here.
+
+A library the repair changed anyway (auditwheel grafted a library and rewrote its
+DT_NEEDED and RPATH, or removed libpython's DT_NEEDED) no longer matches its manifest:
+this stage fails saying what changed, compared with the built wheel, and why, instead
+of leaving the audit a bare hash mismatch.
 """
 
 from __future__ import annotations
@@ -13,17 +19,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from ptkit.platforms import current_platform
 from ptkit.recipes.model import Recipe
+from ptkit.release.elf_audit import LIBPYTHON
 from ptkit.release.pipeline._tools import find_tool, run_tool, tools_path
 from ptkit.release.pipeline.errors import BuildError
 from ptkit.release.pipeline.prerequisites import install_command
 from ptkit.release.torch_libraries import torch_libraries
+from ptkit.torch_abi import PORTING_GUIDE
 
-__all__ = ["RepairedWheel", "platform_tag", "repair_wheel"]
+__all__ = ["RepairedWheel", "platform_tag", "repair_changes", "repair_wheel"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +89,9 @@ def repair_wheel(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     command = [auditwheel, "repair", "--plat", tag, "-w", str(out_dir)]
-    for pattern in torch_libraries(recipe.backend, platform.name):
+    # A torch-mode library may link any of torch's C++ libraries; excluding them from the
+    # repair grants nothing (the audit decides per library what it is entitled to).
+    for pattern in torch_libraries(recipe.backend, platform.name, "torch"):
         command += ["--exclude", pattern]
     run_tool(
         "repair",
@@ -94,8 +106,73 @@ def repair_wheel(
         raise BuildError(
             "repair", variant, f"auditwheel wrote {len(repaired)} wheels to {out_dir}", fix
         )
+    changed = repair_changes(wheel, repaired[0])
+    if changed:
+        raise BuildError(
+            "repair",
+            variant,
+            f"auditwheel changed {len(changed)} librar{'ies' if len(changed) > 1 else 'y'} "
+            f"after {'their manifests were' if len(changed) > 1 else 'its manifest was'} written",
+            "each line above says what changed, why, and the fix",
+            details="\n".join(f"  - {c}" for c in changed),
+        )
     return RepairedWheel(
         repaired[0],
         platform_tag(repaired[0]),
         f"auditwheel show: {tag}; torch and GPU runtimes excluded",
     )
+
+
+def _why(removed: list[str], added: list[str]) -> str:
+    """Why auditwheel made these DT_NEEDED changes, and the fix."""
+    if any(LIBPYTHON.match(lib) for lib in removed):
+        return (
+            "auditwheel removes libpython, which a manylinux wheel may not link: the library "
+            f"links Python. Fix: no Python in a kernel library ({PORTING_GUIDE})"
+        )
+    if added:
+        return (
+            "the library links one that is neither torch's nor the C/C++ runtime, which "
+            "auditwheel copied into the wheel. Fix: link it statically or drop the dependency"
+        )
+    return "auditwheel rewrote it for the libraries it grafted"
+
+
+def repair_changes(built: Path, repaired: Path) -> list[str]:
+    """What the repair changed in each native library of ``built`` (DT_NEEDED removed or
+    renamed, RPATH set, libraries grafted into ``<dist>.libs/``), and why; [] when it
+    copied them unchanged."""
+    from ptkit.release.elf_audit import audit_elf
+
+    platform = current_platform()
+    changes: list[str] = []
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        zipfile.ZipFile(built) as before,
+        zipfile.ZipFile(repaired) as after,
+    ):
+        grafted = sorted(set(after.namelist()) - set(before.namelist()))
+        grafted = [n for n in grafted if platform is not None and platform.is_native_library(n)]
+        for name in before.namelist():
+            if platform is None or not platform.is_native_library(name):
+                continue
+            if name not in after.namelist() or before.read(name) == after.read(name):
+                continue
+            old = audit_elf(Path(before.extract(name, Path(tmp, "before"))))
+            new = audit_elf(Path(after.extract(name, Path(tmp, "after"))))
+            removed = [lib for lib in old.needed if lib not in new.needed]
+            added = [lib for lib in new.needed if lib not in old.needed]
+            what = []
+            if removed:
+                what.append(f"removed DT_NEEDED {', '.join(removed)}")
+            if added:
+                what.append(f"added DT_NEEDED {', '.join(added)}")
+            if old.rpath != new.rpath:
+                what.append(f"set RPATH {':'.join(new.rpath) or '(none)'}")
+            if grafted:
+                what.append(f"grafted {', '.join(Path(g).name for g in grafted)}")
+            changes.append(
+                f"{Path(name).name}: auditwheel {'; '.join(what) or 'rewrote the file'}. Why: "
+                f"{_why(removed, added)}"
+            )
+    return changes
