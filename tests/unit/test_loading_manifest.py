@@ -78,7 +78,9 @@ def test_the_schema_takes_what_the_parser_takes(document: dict) -> None:
 
 def test_the_schema_and_the_parser_name_the_same_fields() -> None:
     """Every field the schema allows is one to_json writes, and the other way round."""
-    written = parse_manifest(CLASSIC, P).to_json()
+    registrations = {"namespaces": ["demo"], "schemas": {}, "kernels": {"demo::op": ["CPU"]}}
+    written = parse_manifest({**CLASSIC, "registrations": registrations}, P).to_json()
+    assert written["registrations"] == registrations
     assert set(SCHEMA["properties"]) == set(written)
     assert set(SCHEMA["properties"]["torch"]["properties"]) == set(written["torch"])
 
