@@ -200,7 +200,7 @@ def _os_section(recipe: Recipe, platform: Platform, build: TorchBuild, plan: Pla
                 "The sccache action's GitHub cache settings, into the build container.",
             )
         )
-    repair = platform.repair_command(torch_libraries(recipe.backend, platform.name))
+    repair = platform.repair_command(torch_libraries(recipe.backend, platform.name, recipe.abi))
     entries.append(toml_entry("repair-wheel-command", repair, platform.repair_note))
     lines = toml_table(f"tool.cibuildwheel.{platform.name}", entries)
     env = _environment(recipe, platform, build)
