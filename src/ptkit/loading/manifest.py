@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -330,10 +331,19 @@ def read_manifest(path: Path) -> Manifest:
 
 
 def find_manifests(native_dir: Path) -> list[Path]:
-    """Manifests in a package's native folder, in a stable order."""
-    if not native_dir.is_dir():
+    """Manifests in a package's native folder, in a stable order (none when there is no
+    folder). A folder that exists but cannot be listed raises ``ManifestError`` naming it:
+    an unreadable folder is not an empty one."""
+    try:
+        names = os.listdir(native_dir)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(native_dir.glob(f"*{MANIFEST_SUFFIX}"))
+    except OSError as exc:
+        raise ManifestError(
+            f"{native_dir}: cannot list the folder of native libraries: "
+            f"{exc.strerror or exc}; make it readable (chmod a+rx) or reinstall the package"
+        ) from exc
+    return sorted(native_dir / name for name in names if name.endswith(MANIFEST_SUFFIX))
 
 
 def file_sha256(path: Path) -> str:

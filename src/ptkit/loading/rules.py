@@ -27,7 +27,8 @@ import enum
 from pathlib import Path
 
 from ptkit.backends import Device, Versions, get_backend, version_pair
-from ptkit.loading.manifest import Manifest, file_sha256
+from ptkit.loading.manifest import Manifest, ManifestError, file_sha256, find_manifests
+from ptkit.loading.record import recorded_sha256
 from ptkit.loading.switches import RuntimeSwitches
 from ptkit.platforms import CpuFacts, current_platform, manifest_platform, this_cpu
 
@@ -38,6 +39,7 @@ __all__ = [
     "check_compatibility",
     "decide_without_loading",
     "device_details",
+    "listed_manifests",
     "torch_devices",
 ]
 
@@ -205,6 +207,15 @@ def check_compatibility(
     return _torch_abi_problem(manifest, facts)
 
 
+def listed_manifests(native_dir: Path) -> tuple[list[Path], list[LoadDecision]]:
+    """The manifests of a native folder, or none and one FAILED decision naming the folder
+    when it cannot be listed: the loader, the session and the doctor say the same."""
+    try:
+        return find_manifests(native_dir), []
+    except ManifestError as exc:
+        return [], [LoadDecision(native_dir, LoadStatus.FAILED, str(exc))]
+
+
 def device_details(manifest: Manifest, facts: TorchFacts) -> list[tuple[str, str]]:
     """How each device of the backend runs the library, for explain()."""
     backend = get_backend(manifest.backend)
@@ -222,20 +233,37 @@ def device_details(manifest: Manifest, facts: TorchFacts) -> list[tuple[str, str
 
 
 def _integrity_problem(manifest: Manifest) -> str | None:
-    """Rule 5."""
+    """Rule 5: the library is the one its manifest names, and the manifest the one the
+    installer wrote."""
     path = manifest.library_path
-    if not path.is_file():
-        return f"library file {path.name} is missing next to its manifest; reinstall the package"
-    actual = file_sha256(path)
-    if actual != manifest.sha256:
+    try:
+        if not path.is_file():
+            return (
+                f"library file {path.name} is missing next to its manifest; reinstall the package"
+            )
+        actual = file_sha256(path)
+        if actual != manifest.sha256:
+            return (
+                f"{path.name} does not match its manifest (sha256 {actual[:12]}…, expected "
+                f"{manifest.sha256[:12]}…); the file was modified or truncated: reinstall the "
+                "package"
+            )
+        recorded = recorded_sha256(manifest.path.parent).get(manifest.path.name)
+        if recorded is not None and file_sha256(manifest.path) != recorded:
+            return (
+                f"{manifest.path.name} was changed after it was installed (its sha256 is not "
+                "the one in the package's RECORD), so what it claims cannot be trusted: "
+                "reinstall the package (pip install --force-reinstall --no-deps <package>)"
+            )
+        if manifest.backend == "metal":
+            return None  # Metal kernels are sources or a metallib, not a shared library
+        platform = current_platform()
+        return platform.library_problem(path) if platform else None
+    except OSError as exc:  # unreadable by this user, or gone while being read
         return (
-            f"{path.name} does not match its manifest (sha256 {actual[:12]}…, expected "
-            f"{manifest.sha256[:12]}…); the file was modified or truncated: reinstall the package"
+            f"cannot read {path}: {exc.strerror or exc}; make it readable by this user "
+            "(chmod a+r) or reinstall the package"
         )
-    if manifest.backend == "metal":
-        return None  # Metal kernels are sources or a metallib, not a shared library
-    platform = current_platform()
-    return platform.library_problem(path) if platform else None
 
 
 def decide_without_loading(

@@ -27,8 +27,14 @@ from pathlib import Path
 import torch
 
 from ptkit.loading import namespaces
-from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
-from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
+from ptkit.loading.manifest import Manifest, ManifestError, read_manifest
+from ptkit.loading.rules import (
+    LoadDecision,
+    LoadStatus,
+    TorchFacts,
+    decide_without_loading,
+    listed_manifests,
+)
 from ptkit.loading.switches import RuntimeSwitches
 from ptkit.runtime.registrations import holds_namespace, op_entry
 
@@ -42,8 +48,8 @@ MetalBinding = Callable[[Path], object]
 
 # Namespace -> the library this process loaded that defines it ("libx_cpu.so of mypkg"),
 # for every package: a second definer is refused before it is loaded.
-_namespace_owners: dict[str, str] = {}
-_owners_lock = threading.Lock()
+_claims = namespaces.Claims()  # what this process's loaded libraries define and register
+_claims_lock = threading.Lock()
 
 
 def torch_facts() -> TorchFacts:
@@ -129,10 +135,8 @@ def _decide_and_load(
     decision = decide_without_loading(manifest, facts, switches)
     if decision.status is not LoadStatus.LOADED:
         return decision
-    with _owners_lock:
-        conflict = namespaces.definition_conflict(manifest, _namespace_owners) or (
-            _defined_elsewhere(manifest)
-        )
+    with _claims_lock:
+        conflict = _claims.conflict(manifest) or _defined_elsewhere(manifest)
     if conflict is not None:
         return LoadDecision(path, LoadStatus.FAILED, conflict, manifest)
     _trace(switches, f"ptkit: loading {manifest.library_path}")
@@ -148,12 +152,8 @@ def _decide_and_load(
         _trace(switches, f"ptkit: loading {manifest.library_path} failed: {first_line}")
         return LoadDecision(path, LoadStatus.FAILED, f"loading failed: {first_line}", manifest)
     _trace(switches, f"ptkit: loaded {manifest.library_path}")
-    if manifest.registrations is not None:
-        with _owners_lock:
-            for namespace in manifest.registrations.defined_namespaces:
-                _namespace_owners.setdefault(
-                    namespace, f"{manifest.library} (of {manifest.package}, loaded)"
-                )
+    with _claims_lock:
+        _claims.record(manifest)
     details: list[tuple[str, str]] = []
     if manifest.backend == "cpu":
         isa = _cpu_isa(manifest.library_path)
@@ -208,10 +208,13 @@ def load_native_libraries(
     metal_binding: MetalBinding | None = None,
 ) -> list[LoadDecision]:
     """Decide and load every manifest given (or found in a native folder); never raises."""
-    paths = find_manifests(manifests) if isinstance(manifests, Path) else list(manifests)
+    decisions: list[LoadDecision] = []
+    if isinstance(manifests, Path):
+        paths, decisions = listed_manifests(manifests)
+    else:
+        paths = list(manifests)
     facts = facts or torch_facts()
     switches = switches or RuntimeSwitches.from_environ()
-    decisions = []
     for path in paths:
         try:
             decision = _decide_and_load(path, facts, switches, metal_binding)

@@ -20,10 +20,9 @@ from typing import Any
 
 import torch
 
-from ptkit.loading.manifest import find_manifests
 from ptkit.loading.packages import PackageLoad, PackageLoadError, native_dir_of, package_version
 from ptkit.loading.routes import OpRoute, OtherKernel, format_routes, routes
-from ptkit.loading.rules import LoadDecision, LoadStatus
+from ptkit.loading.rules import LoadDecision, LoadStatus, listed_manifests
 from ptkit.loading.switches import process_switches
 from ptkit.runtime.loader import MetalBinding, load_native_libraries, torch_facts
 from ptkit.runtime.registrations import op_entry
@@ -100,8 +99,10 @@ def load_package(
             )
         native_dir = Path(native_dir)
         switches = process_switches()
-        manifests = find_manifests(native_dir)
-        if not manifests:  # a build that installed nothing: say so once
+        manifests, unlisted = listed_manifests(native_dir)
+        for d in unlisted:
+            logger.warning("ptkit: %s %s: %s", d.library, d.status.value, d.reason)
+        if not manifests and not unlisted:  # a build that installed nothing: say so once
             logger.warning(
                 "ptkit: %s has no *.manifest.json in %s: no native library to load",
                 package,
@@ -130,6 +131,7 @@ def load_package(
                 switches=switches,
                 metal_binding=bind if metal_binding is not None else None,
             )
+        decisions = unlisted + decisions
         defined = {ns: tuple(names) for ns, names in (ops or {}).items()}
         load = PackageLoad(package, package_version(package), native_dir, tuple(decisions), defined)
         stand_ins = define_unavailable(package, decisions, switches)

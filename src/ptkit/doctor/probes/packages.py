@@ -27,7 +27,8 @@ from ptkit.backends import backends_for_device_type, version_pair
 from ptkit.backends.cuda import driver_problem
 from ptkit.doctor.model import LibraryFacts, PackageFacts, RouteFacts, TorchInstall
 from ptkit.hardware.facts import Machine
-from ptkit.loading.manifest import Manifest, ManifestError, find_manifests, read_manifest
+from ptkit.loading import namespaces
+from ptkit.loading.manifest import Manifest, ManifestError, read_manifest
 from ptkit.loading.packages import (
     NATIVE_FOLDER,
     discover_packages,
@@ -36,7 +37,13 @@ from ptkit.loading.packages import (
     package_version,
 )
 from ptkit.loading.routes import predicted_has_kernel, routes
-from ptkit.loading.rules import LoadDecision, LoadStatus, TorchFacts, decide_without_loading
+from ptkit.loading.rules import (
+    LoadDecision,
+    LoadStatus,
+    TorchFacts,
+    decide_without_loading,
+    listed_manifests,
+)
 from ptkit.loading.switches import RuntimeSwitches
 from ptkit.platforms import manifest_platform
 
@@ -154,6 +161,25 @@ def library_facts(decision: LoadDecision) -> LibraryFacts:
     )
 
 
+def _refuse_conflicts(decisions: list[LoadDecision]) -> list[LoadDecision]:
+    """The loader's refusal of a library that defines a namespace or registers a kernel
+    an earlier one of the package already does, applied to the predicted loads."""
+    claims = namespaces.Claims()
+    checked = []
+    for decision in decisions:
+        manifest = decision.manifest
+        if decision.status is LoadStatus.LOADED and manifest is not None:
+            conflict = claims.conflict(manifest)
+            if conflict is not None:
+                decision = LoadDecision(
+                    decision.manifest_path, LoadStatus.FAILED, conflict, manifest
+                )
+            else:
+                claims.record(manifest)
+        checked.append(decision)
+    return checked
+
+
 def probe_package(
     name: str,
     location: Path,
@@ -168,10 +194,10 @@ def probe_package(
     """One package: each manifest in ``<location>/_native`` and the loader's verdict.
     ``version``, ``distribution``: the installed distribution's (else the version is
     read beside the package)."""
-    decisions: list[LoadDecision] = []
+    paths, decisions = listed_manifests(location / NATIVE_FOLDER)
     manifests: list[Manifest] = []
     predicted = torch_facts_from(torch, machine)
-    for path in find_manifests(location / NATIVE_FOLDER):
+    for path in paths:
         try:
             manifest = read_manifest(path)
         except ManifestError as exc:  # the loader's words for the same failure
@@ -204,6 +230,7 @@ def probe_package(
                 decision.details,
             )
         decisions.append(decision)
+    decisions = _refuse_conflicts(decisions)
     route_rows: list[RouteFacts] = []
     if predicted is not None and manifests:
         facts = predicted[0]
