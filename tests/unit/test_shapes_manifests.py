@@ -245,3 +245,39 @@ def test_the_loader_refuses_a_second_definer_naming_the_first() -> None:
         "process; a second definition of a namespace aborts the process. Fix: "
     )
     assert namespaces.definition_conflict(_manifest(), {"x": "anything"}) is None
+
+
+def test_a_second_kernel_library_for_an_op_and_backend_is_refused_naming_the_first() -> None:
+    first, stale = _manifest(), _manifest("libx_cpu_old.so")
+    claims = namespaces.Claims()
+    assert claims.conflict(first) is None
+    claims.record(first)
+    reason = claims.conflict(stale)
+    assert reason is not None and reason.startswith(
+        "refused before loading: libx_cpu_old.so registers cpu kernels for x::a, which "
+        "libx_cpu.so (of x, loaded) already registers"
+    )
+    # Another backend's kernels for the same op are what a GPU library is for.
+    assert claims.conflict(_manifest("libx_cuda.so", backend="cuda")) is None
+
+
+def test_the_installers_record_is_read_for_the_native_folder_only(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    from ptkit.loading.record import recorded_sha256
+
+    native = tmp_path / "x" / "_native"
+    native.mkdir(parents=True)
+    digest = hashlib.sha256(b"{}").digest()
+    b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    dist_info = tmp_path / "x-0.1.0+cpu.dist-info"
+    dist_info.mkdir()
+    (dist_info / "RECORD").write_text(
+        f"x/_native/x_cpu.manifest.json,sha256={b64},2\n"
+        f"x/_native/sub/other.json,sha256={b64},2\n"
+        f"x/__init__.py,sha256={b64},2\n"
+        "x-0.1.0+cpu.dist-info/RECORD,,\n"
+    )
+    assert recorded_sha256(native) == {"x_cpu.manifest.json": digest.hex()}
+    assert recorded_sha256(tmp_path / "y" / "_native") == {}  # no distribution of that name
