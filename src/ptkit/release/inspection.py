@@ -27,6 +27,7 @@ from ptkit.release.elf_audit import audit_elf
 from ptkit.release.fatbin import find_cuobjdump, list_cuda_targets
 from ptkit.release.offload import OffloadError, list_hip_targets
 from ptkit.release.wheel_audit import by_arch, not_audited, wheel_platform
+from ptkit.torch_abi import DEFAULT_ABI
 
 __all__ = ["LibraryReport", "inspect_path", "reports_json"]
 
@@ -52,7 +53,7 @@ class LibraryReport:
             lines.append(
                 f"  manifest: {m['backend']} / variant {m['variant']} / {m['toolkit']['name']} "
                 f"{m['toolkit']['version']} / torch target {m['torch']['target_version']}, built with "
-                f"{m['torch']['built_with']}"
+                f"{m['torch']['built_with']} / ABI {_abi_text(m['torch'])}"
             )
             for kind, targets in m["targets"].items():
                 lines.append(f"  targets.{kind}: {', '.join(targets) or '-'}")
@@ -178,3 +179,10 @@ def inspect_path(path: Path, *, cuobjdump: str | None = None) -> list[LibraryRep
 
 def reports_json(reports: list[LibraryReport]) -> str:
     return json.dumps([r.to_json() for r in reports], indent=2)
+
+
+def _abi_text(torch_binding: dict[str, Any]) -> str:
+    """How the library binds to torch, as the build report says it."""
+    if torch_binding.get("abi", DEFAULT_ABI) == "torch":
+        return f"torch (classic C++ API: torch {torch_binding['target_version']} only)"
+    return f"stable (torch {torch_binding['target_version']} and later)"
