@@ -1,8 +1,9 @@
-"""The CMake package of the source tree (src/ptkit/cmake) asks ptkit's Python modules
-instead of re-deriving their rules: the version check, the recipe feed, the backend
-list, the ISA levels, target overrides and the toolkit messages. Real CMake configures
-of small projects, no compiler beyond the host's C++ and no wheel (the installed package
-and the GPU builds: tests/integration/test_cmake_package.py)."""
+"""The CMake package asks ptkit's Python modules instead of re-deriving their rules: the
+version check, the recipe feed, the backend list, the ISA levels, target overrides and
+the toolkit messages. Real CMake configures of small projects against the installed
+package's CMake folder, no compiler beyond the host's C++ (the GPU builds and
+scikit-build-core: test_cmake_package.py). Integration, not unit: each test runs CMake,
+about a second apiece."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO, python_env
 
+import ptkit
 from ptkit.backends import BACKENDS
 from ptkit.recipes.model import cmake_feed, load_recipe
 
-REPO = Path(__file__).resolve().parents[2]
-CMAKE_DIR = REPO / "src" / "ptkit" / "cmake"
+pytestmark = pytest.mark.integration
+
+CMAKE_DIR = Path(ptkit.__file__).resolve().parent / "cmake"  # the installed toolkit's
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -71,7 +75,7 @@ def _report(root: Path) -> dict[str, dict[str, str]]:
 def test_find_package_checks_the_version_of_ptkit_version_py(
     tmp_path: Path, requested: str, compatible: bool
 ) -> None:
-    """0.1.0 (src/ptkit/_version.py) serves requests of its own 0.x minor at or below it."""
+    """0.1.0 (ptkit/_version.py) serves requests of its own 0.x minor at or below it."""
     proc = _configure(
         tmp_path,
         'message(STATUS "demo: ptkit ${ptkit_VERSION}")\n',
@@ -172,7 +176,7 @@ def test_the_isa_levels_and_their_flags_come_from_the_platform(tmp_path: Path) -
 def _isa(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ptkit.platforms", "isa-flags", *args],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        env=python_env(),
         capture_output=True,
         text=True,
         timeout=60,
