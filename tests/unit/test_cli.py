@@ -177,4 +177,7 @@ def test_an_unknown_check_is_a_usage_error() -> None:
 def test_an_unknown_command_suggests_the_closest() -> None:
     status, _, err, _ = ptkit("doctr")
     assert status == 2
-    assert "Error: No such command 'doctr' (did you mean 'doctor'?); expected one of build," in err
+    assert (
+        "Error: No such command 'doctr' (did you mean 'doctor'?); expected one of adopt, build,"
+        in err
+    )

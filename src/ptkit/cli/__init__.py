@@ -24,6 +24,7 @@ __all__ = ["COMMANDS", "LazyGroup", "SuggestingGroup", "main"]
 
 # Command name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
+    "adopt": "ptkit.cli.adopt:adopt",
     "build": "ptkit.cli.build:build",
     "doctor": "ptkit.cli.doctor:doctor",
     "explain": "ptkit.cli.explain:explain",

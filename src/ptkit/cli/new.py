@@ -18,6 +18,15 @@ from ptkit.cli.options import WritableFolder
     help="Comma list of backends to write an example op for: cpu, cuda (cpu is always in).",
 )
 @click.option(
+    "--schemas",
+    type=click.Choice(["python", "cpp"]),
+    default="python",
+    show_default=True,
+    help="Where the op's schema is defined: python (with a reference implementation and the "
+    "fake kernel, in the package) or cpp (STABLE_TORCH_LIBRARY in the CPU library, no "
+    "reference).",
+)
+@click.option(
     "--dir",
     "directory",
     type=WritableFolder(),
@@ -25,18 +34,20 @@ from ptkit.cli.options import WritableFolder
     show_default="./NAME",
     help="Where to write the project (missing or empty).",
 )
-def new(name: str, backends: str, directory: Path | None) -> None:
+def new(name: str, backends: str, schemas: str, directory: Path | None) -> None:
     """Write a new extension project NAME that ptkit builds, ships and loads.
 
     pyproject.toml (scikit-build-core, ptkit), a CMakeLists.txt of a few lines, one
-    example op (NAME::scale_add) per backend with its reference and fake kernel, the
-    recipes, tests, and the cibuildwheel configuration and release workflow generated
+    example op (NAME::scale_add) per backend with its fake kernel (and, with --schemas
+    python, its schema and reference in Python; cpp: its schema in C++), the recipes, tests, and the cibuildwheel configuration and release workflow generated
     from the recipes. Nothing is written unless all of it is (exit 1 with the reason).
     """
     from ptkit.scaffold import create_project
 
     # A ScaffoldError says why and what to do: the CLI's boundary prints it.
-    root, files = create_project(name, backends=backends.split(","), directory=directory)
+    root, files = create_project(
+        name, backends=backends.split(","), directory=directory, schemas=schemas
+    )
     click.echo(f"ptkit new: wrote {len(files)} files into {root}:")
     click.echo("\n".join(f"  {f}" for f in files))
     from ptkit.scaffold import parse_backends

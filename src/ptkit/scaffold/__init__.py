@@ -6,8 +6,12 @@ build pipeline and loader; nobody's kernels). It is written from the templates i
 them for ptkit's own code) with these substitutions: ``{{name}}`` (the package and op
 namespace), ``{{ptkit_version}}`` (the ptkit that wrote it: the oldest the project may
 build with), ``{{ptkit_requirement}}`` (that version up to the next minor while ptkit is
-0.x, as its CMake package's version check allows) and ``{{backends}}``; and one kind of
-block, ``{{#backend}} … {{/backend}}``, kept only when that backend was chosen. The cibuildwheel configuration and the release
+0.x, as its CMake package's version check allows), ``{{backends}}``, ``{{expected}}`` and
+``{{expected_what}}`` (what the tests compare the op with); and one kind of block,
+``{{#backend}} … {{/backend}}``, kept only when that backend was chosen, or
+``{{#schemas_python}}``/``{{#schemas_cpp}}``, kept for the ``--schemas`` chosen: ``python``
+(the op's schema, reference and fake kernel in the package's ``__init__.py``) or ``cpp``
+(the schema defined by the CPU library, ``STABLE_TORCH_LIBRARY``, with no reference). The cibuildwheel configuration and the release
 workflow are not templates: :mod:`ptkit.release.matrix` generates them from the new
 project's recipes, as ``ptkit matrix --write`` would.
 
@@ -30,6 +34,7 @@ from ptkit.backends import BACKENDS
 from ptkit.backends.base import did_you_mean
 
 __all__ = [
+    "SCHEMAS",
     "SUPPORTED_BACKENDS",
     "ScaffoldError",
     "create_project",
@@ -43,6 +48,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Backends the scaffold has an example op for; cpu is always part of a project (every
 # variant carries the CPU library, and GPU variants fall back to it for CPU tensors).
 SUPPORTED_BACKENDS = ("cpu", "cuda")
+# Where the op's schema is defined: in Python (with a reference), or in C++ (without).
+SCHEMAS = ("python", "cpp")
 # Where each template goes; "package/" becomes src/<name>/, "gitignore" .gitignore.
 # A backend's files are written only when it was chosen.
 _BACKEND_FILES = {
@@ -143,7 +150,7 @@ def ptkit_requirement(version: str) -> str:
     return f"ptkit>={version},<{below}"
 
 
-def _write_files(root: Path, name: str, backends: Sequence[str]) -> list[str]:
+def _write_files(root: Path, name: str, backends: Sequence[str], schemas: str) -> list[str]:
     from ptkit._version import __version__
 
     values = {
@@ -151,7 +158,10 @@ def _write_files(root: Path, name: str, backends: Sequence[str]) -> list[str]:
         "ptkit_version": __version__,
         "ptkit_requirement": ptkit_requirement(__version__),
         "backends": ",".join(backends),
+        "expected": f"{name}.scale_add_reference" if schemas == "python" else "_expected",
+        "expected_what": "the reference" if schemas == "python" else "the same formula in torch",
     }
+    blocks = [*backends, f"schemas_{schemas}"]
     written = []
     for template in sorted(p for p in TEMPLATES.rglob("*.tmpl") if p.is_file()):
         relative = template.relative_to(TEMPLATES).as_posix()
@@ -160,7 +170,7 @@ def _write_files(root: Path, name: str, backends: Sequence[str]) -> list[str]:
         target = root / _destination(relative, name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(
-            render(template.read_text(encoding="utf-8"), values, backends), encoding="utf-8"
+            render(template.read_text(encoding="utf-8"), values, blocks), encoding="utf-8"
         )
         written.append(target.relative_to(root).as_posix())
     return written
@@ -192,11 +202,22 @@ def _refuse(target: Path) -> None:
 
 
 def create_project(
-    name: str, *, backends: Sequence[str] = ("cpu",), directory: Path | None = None
+    name: str,
+    *,
+    backends: Sequence[str] = ("cpu",),
+    directory: Path | None = None,
+    schemas: str = "python",
 ) -> tuple[Path, list[str]]:
     """Write the project ``name`` into ``directory`` (default ``./<name>``), which must be
-    missing or empty; returns the folder and the files written (relative paths)."""
+    missing or empty; returns the folder and the files written (relative paths).
+    ``schemas``: ``python`` (schema and reference in Python) or ``cpp`` (schema in C++)."""
     validate_name(name)
+    if schemas not in SCHEMAS:
+        raise ScaffoldError(
+            f"ptkit new: --schemas {schemas!r}{did_you_mean(schemas, SCHEMAS)} is not one of "
+            f"{', '.join(SCHEMAS)}: python (the schema, reference and fake kernel in Python) or "
+            "cpp (the schema in the CPU library, STABLE_TORCH_LIBRARY, no reference)"
+        )
     backends = parse_backends(backends)
     target = (directory if directory is not None else Path.cwd() / name).absolute()
     _refuse(target)
@@ -205,7 +226,7 @@ def create_project(
         tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     )
     try:
-        files = _write_files(staging, name, backends)
+        files = _write_files(staging, name, backends, schemas)
         files += _generate_release_files(staging)
         _refuse(target)  # created meanwhile?
         if target.is_dir():
