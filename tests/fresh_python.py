@@ -9,6 +9,9 @@ nothing else (or nothing at all), and pip installs into it that never reach an i
   pytest, the CUDA 13.5 packages of recipes/cu13.toml) in one folder under build/; filled
   once by ``pip download`` (the only step that reads an index) and reused while it holds
   the same requirements. ptkit itself is never in it: it comes from dist/toolkit.
+- ``torch_env`` / ``build_python``: for the torch-mode tests, a venv that *holds* torch
+  2.13 or 2.14 and the toolkit's own dependencies but no ptkit (what pip and uv install
+  into), and a venv on torch 2.13 with ``ptkit[build]`` (what builds for torch 2.13).
 - ``offline_env``: the environment of a command run "in" the venv (its bin/ first on
   PATH, as an activated venv has it) with pip on the wheelhouse only (``PIP_NO_INDEX``,
   ``PIP_FIND_LINKS``), ptkit's own variables and PYTHONPATH removed.
@@ -27,11 +30,12 @@ from pathlib import Path
 import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import REPO, run
+from support import REPO, env_holding_packages_of, fresh_venv, run
 
 from ptkit.recipes.model import load_recipe
 
 WHEELHOUSE = REPO / "build" / "wheelhouse"
+TORCH213 = REPO / ".venv-torch213" / "bin" / "python"  # scripts/bootstrap makes it
 
 
 def wheelhouse_requirements() -> list[str]:
@@ -156,3 +160,40 @@ def shell(
         timeout=timeout,
         check=False,
     )
+
+
+def _purelib(python: Path) -> Path:
+    return Path(
+        run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+        ).stdout.strip()
+    )
+
+
+def torch_env(path: Path, torch_minor: str) -> Path:
+    """A new venv holding torch ``torch_minor`` (.venv's 2.14 or .venv-torch213's 2.13,
+    linked) and the toolkit's own dependencies, but no ptkit: installing a ptkit-built
+    package from an index resolves nothing else."""
+    base = Path(sys.executable) if torch_minor == "2.14" else TORCH213
+    python = env_holding_packages_of(path, base)
+    site, dev = _purelib(python), _purelib(Path(sys.executable))
+    for entry in dev.iterdir():
+        top = entry.name.split("-")[0].lower()
+        if top in ("click", "elftools", "pyelftools") and not (site / entry.name).exists():
+            if entry.name.endswith(".dist-info"):
+                shutil.copytree(entry, site / entry.name)
+            else:
+                (site / entry.name).symlink_to(entry)
+    return python
+
+
+def build_python_213(path: Path, toolkit_wheel: Path) -> Path:
+    """A venv with torch 2.13 (.venv-torch213's, through a .pth) and ptkit[build] from
+    the wheelhouse: the Python that builds a torch-mode project for torch 2.13."""
+    if not TORCH213.exists():
+        raise AssertionError(".venv-torch213 is missing: run scripts/bootstrap (make test does)")
+    python = fresh_venv(path, TORCH213)
+    run([str(python), "-m", "pip", "install", "-q", "--no-index",
+         "--find-links", str(wheelhouse(toolkit_wheel)), "--find-links", str(toolkit_wheel.parent),
+         "ptkit[build]"], timeout=900)  # fmt: skip
+    return python

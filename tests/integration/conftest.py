@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fresh_python import build_python_213
 from support import REPO
 
 
@@ -19,3 +20,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                 f"{name} was imported from the source tree ({location}); the integration tests "
                 "need the built wheels installed: run `make test`"
             )
+
+
+@pytest.fixture(scope="session")
+def torch213(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> Path:
+    """A venv with torch 2.13 (.venv-torch213's) and ptkit[build]: it builds torch-mode
+    projects for torch 2.13 (made once for the session)."""
+    return build_python_213(tmp_path_factory.mktemp("torch213") / "venv", toolkit_wheel)

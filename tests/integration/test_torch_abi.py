@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fresh_python import wheelhouse
+from fresh_python import TORCH213
 from support import REPO, cmake_configure, fresh_venv, python_env, run
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.integration
 FIXTURE = REPO / "tests" / "fixtures" / "classic_muladd"
 VENV_BIN = Path(sys.executable).parent
 PIP_CUDA = sorted(REPO.glob(".toolchains/cu13/lib/python*/site-packages/nvidia/cu*"))
-TORCH213 = REPO / ".venv-torch213" / "bin" / "python"
 # The ops on three inputs, and what they must give (computed by torch itself).
 CHECK = """
 import json, sys, torch, ptkit.runtime
@@ -47,26 +46,6 @@ if decisions[0][1] == "loaded":
     }
 print(json.dumps(result))
 """
-
-
-@pytest.fixture(scope="module")
-def toolkit_wheel() -> Path:
-    wheels = sorted((REPO / "dist" / "toolkit").glob("ptkit-*.whl"))
-    if not wheels:
-        pytest.fail("no toolkit wheel: run `make toolkit` (make test does)")
-    return wheels[-1]
-
-
-@pytest.fixture(scope="module")
-def torch213(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> Path:
-    """A venv with torch 2.13 (.venv-torch213's, through a .pth) and ptkit[build]."""
-    if not TORCH213.exists():
-        pytest.fail(".venv-torch213 is missing: run scripts/bootstrap (make test does)")
-    python = fresh_venv(tmp_path_factory.mktemp("torch213") / "venv", TORCH213)
-    run([str(python), "-m", "pip", "install", "-q", "--no-index",
-         "--find-links", str(wheelhouse(toolkit_wheel)), "--find-links", str(toolkit_wheel.parent),
-         "ptkit[build]"], timeout=900)  # fmt: skip
-    return python
 
 
 def _build(python: Path, variant: str, work: Path, **env: str) -> Path:

@@ -31,7 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import REPO, env_holding_packages_of, python_env, run
+from fresh_python import TORCH213, torch_env
+from support import REPO, python_env, run
 
 from ptkit.release.pipeline.prerequisites import build_environment_requirements
 
@@ -40,7 +41,6 @@ pytestmark = pytest.mark.integration
 VENV_BIN = Path(sys.executable).parent
 UV = shutil.which("uv", path=str(VENV_BIN)) or shutil.which("uv")
 FIXTURE = REPO / "tests" / "fixtures" / "projects" / "torchmode_ops"
-TORCH_213 = REPO / ".venv-torch213" / "bin" / "python"
 # The wheels ptkit's build environment for torch 2.13 is made of, downloaded once.
 WHEELHOUSE = REPO / "build" / "wheelhouse-torch2.13"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # the fixture recipe's torch-index-url
@@ -82,7 +82,7 @@ def built(
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """`ptkit build --variant cpu --torch all` of a copy of the fixture, with the
     installed toolkit (.venv/bin/ptkit) and a cache of its own, pip offline."""
-    if not TORCH_213.exists():
+    if not TORCH213.exists():
         pytest.fail(".venv-torch213 is missing: run scripts/bootstrap (make test does)")
     wheels = _wheelhouse()
     root = tmp_path_factory.mktemp("torchmode")
@@ -149,7 +149,7 @@ def test_one_wheel_per_torch_minor_each_pinned_to_it(
     assert re.search(r"torchmode_ops 0\.3\.0\+cpu\.torch2\.14 at .*\n\s+torch 2\.14\.1", out), out
 
 
-def test_a_second_build_reuses_the_build_environment(
+def test_a_second_build_reuses_the_buildtorch_env(
     built: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
 ) -> None:
     _, dist = built
@@ -197,31 +197,6 @@ def index_url(
     server.wait(timeout=10)
 
 
-def _environment(path: Path, torch_minor: str) -> Path:
-    """A new venv holding torch ``torch_minor`` (.venv's or .venv-torch213's, linked) and
-    the toolkit's own dependencies, but no ptkit: the installers resolve nothing else."""
-    base = Path(sys.executable) if torch_minor == "2.14" else TORCH_213
-    python = env_holding_packages_of(path, base)
-    site = Path(
-        run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
-        ).stdout.strip()
-    )
-    dev = Path(
-        run(
-            [sys.executable, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
-        ).stdout.strip()
-    )
-    for entry in dev.iterdir():
-        top = entry.name.split("-")[0].lower()
-        if top in ("click", "elftools", "pyelftools") and not (site / entry.name).exists():
-            if entry.name.endswith(".dist-info"):
-                shutil.copytree(entry, site / entry.name)
-            else:
-                (site / entry.name).symlink_to(entry)
-    return python
-
-
 def _pip(python: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     cmd = [
         str(python),
@@ -253,7 +228,7 @@ def _installed(python: Path) -> dict[str, object]:
 def test_the_installer_picks_the_build_for_the_torch_here_and_keeps_torch(
     index_url: str, tmp_path: Path, installer: str, torch_minor: str
 ) -> None:
-    python = _environment(tmp_path / "env", torch_minor)
+    python = torch_env(tmp_path / "env", torch_minor)
     simple = f"{index_url}/cpu/simple"
     if installer == "pip":
         proc = _pip(python, "torchmode-ops", "--index-url", simple)
@@ -293,7 +268,7 @@ def test_with_pypi_too_the_select_command_keeps_the_installed_torch(
         pytest.skip(
             "https://pypi.org is unreachable from here: the behaviour with PyPI as an index needs it"
         )
-    python = _environment(tmp_path / "env", "2.13")
+    python = torch_env(tmp_path / "env", "2.13")
     simple = f"{index_url}/cpu/simple"
     unpinned = _pip(python, "--dry-run", "torchmode-ops", "--index-url", simple,
                     "--extra-index-url", "https://pypi.org/simple")  # fmt: skip
@@ -343,7 +318,7 @@ def test_with_pypi_too_the_select_command_keeps_the_installed_torch(
 def test_the_doctor_names_a_build_for_another_torch(index_url: str, tmp_path: Path) -> None:
     """The torch 2.14 build forced into a torch 2.13 environment (--no-deps): PTK109 says
     so with the build to install, from the installed metadata alone."""
-    python = _environment(tmp_path / "env", "2.13")
+    python = torch_env(tmp_path / "env", "2.13")
     simple = f"{index_url}/cpu/simple"
     _pip(python, "--no-deps", "ptkit", "torchmode-ops==0.3.0+cpu.torch2.14", "--index-url", simple)
     proc = subprocess.run(
@@ -395,13 +370,13 @@ def test_a_torch_minor_the_recipe_does_not_list_is_a_usage_error(tmp_path: Path)
 def test_a_build_python_that_cannot_run_ptkit_is_named_with_the_fix(tmp_path: Path) -> None:
     """.venv-torch213 has torch 2.13 but not the toolkit's dependencies (click)."""
     proc = _ptkit_build("--source", str(FIXTURE), "--variant", "cpu", "--torch", "2.13",
-                        "--build-python", str(TORCH_213), "--build-root", str(tmp_path))  # fmt: skip
+                        "--build-python", str(TORCH213), "--build-root", str(tmp_path))  # fmt: skip
     assert proc.returncode == 1
     assert "stage 'build python' failed for variant cpu:" in proc.stderr
-    assert f"{TORCH_213} (--build-python) cannot run ptkit: it lacks click" in proc.stderr
-    assert f"Fix: {TORCH_213} -m pip install 'ptkit[build]'" in proc.stderr
+    assert f"{TORCH213} (--build-python) cannot run ptkit: it lacks click" in proc.stderr
+    assert f"Fix: {TORCH213} -m pip install 'ptkit[build]'" in proc.stderr
     wrong = _ptkit_build("--source", str(FIXTURE), "--variant", "cpu", "--torch", "2.14",
-                         "--build-python", str(TORCH_213), "--build-root", str(tmp_path))  # fmt: skip
+                         "--build-python", str(TORCH213), "--build-root", str(tmp_path))  # fmt: skip
     assert wrong.returncode == 1
     assert "the build for torch 2.14 needs a Python whose torch is 2.14; " in wrong.stderr
     assert "has torch 2.13.0" in wrong.stderr
