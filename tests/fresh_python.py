@@ -12,6 +12,8 @@ nothing else (or nothing at all), and pip installs into it that never reach an i
 - ``torch_env`` / ``build_python``: for the torch-mode tests, a venv that *holds* torch
   2.13 or 2.14 and the toolkit's own dependencies but no ptkit (what pip and uv install
   into), and a venv on torch 2.13 with ``ptkit[build]`` (what builds for torch 2.13).
+- ``serve_index`` / ``install_from_index``: wheels in a ``ptkit index`` served on
+  127.0.0.1, and pip or uv installing from it alone.
 - ``offline_env``: the environment of a command run "in" the venv (its bin/ first on
   PATH, as an activated venv has it) with pip on the wheelhouse only (``PIP_NO_INDEX``,
   ``PIP_FIND_LINKS``), ptkit's own variables and PYTHONPATH removed.
@@ -21,20 +23,26 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
+import re
+import select
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import REPO, env_holding_packages_of, fresh_venv, run
+from support import REPO, env_holding_packages_of, fresh_venv, python_env, run
 
 from ptkit.recipes.model import load_recipe
 
 WHEELHOUSE = REPO / "build" / "wheelhouse"
+VENV_BIN = Path(sys.executable).parent
+UV = shutil.which("uv", path=str(VENV_BIN)) or shutil.which("uv")
 TORCH213 = REPO / ".venv-torch213" / "bin" / "python"  # scripts/bootstrap makes it
 
 
@@ -197,3 +205,42 @@ def build_python_213(path: Path, toolkit_wheel: Path) -> Path:
          "--find-links", str(wheelhouse(toolkit_wheel)), "--find-links", str(toolkit_wheel.parent),
          "ptkit[build]"], timeout=900)  # fmt: skip
     return python
+
+
+def serve_index(wheels: list[Path], toolkit: Path, recipes: Path, out: Path) -> Iterator[str]:
+    """``ptkit index build`` of ``wheels`` and the toolkit into ``out`` (one page per
+    variant of ``recipes``), served on 127.0.0.1 while the caller iterates; its URL."""
+    proc = run(
+        [str(VENV_BIN / "ptkit"), "index", "build", *map(str, wheels), str(toolkit),
+         "--recipes", str(recipes), "--out", str(out), "--json"],
+        env=python_env(),
+    )  # fmt: skip
+    pages = {page["index_path"]: page for page in json.loads(proc.stdout)}
+    assert "cpu" in pages, pages
+    server = subprocess.Popen(
+        [str(VENV_BIN / "ptkit"), "index", "serve", str(out), "--port", "0"],
+        env=python_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert server.stderr is not None
+    ready, _, _ = select.select([server.stderr], [], [], 30)
+    assert ready, "ptkit index serve printed nothing within 30 s"
+    match = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stderr.readline())
+    assert match
+    try:
+        yield match.group(1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def install_from_index(installer: str, python: Path, name: str, simple: str) -> str:
+    """``name`` installed into ``python``'s venv by ``installer`` (pip or uv) from the
+    index page ``simple`` only; what the installer said it installed."""
+    if installer == "pip":
+        cmd = [str(python), "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
+               name, "--index-url", simple]  # fmt: skip
+        proc = run(cmd, env=python_env(PIP_CONFIG_FILE="/dev/null"), timeout=600)
+        return next(x for x in proc.stdout.splitlines() if x.startswith("Successfully installed"))
+    assert UV, "uv is not installed in the test environment (requirements/dev.txt pins it)"
+    cmd = [UV, "pip", "install", "--python", str(python), "--no-cache", name, "--index-url", simple]
+    return run(cmd, env=python_env(UV_NO_CONFIG="1"), timeout=600).stderr

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -27,13 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fresh_python import torch_env
+from fresh_python import install_from_index, serve_index, torch_env
 from support import REPO, python_env, run
 
 pytestmark = pytest.mark.integration
 
 VENV_BIN = Path(sys.executable).parent
-UV = shutil.which("uv", path=str(VENV_BIN)) or shutil.which("uv")
 FIXTURES = REPO / "tests" / "fixtures" / "projects"
 PIP_CUDA = sorted(REPO.glob(".toolchains/cu13/lib/python*/site-packages/nvidia/cu*"))
 TIMES: dict[str, float] = {}
@@ -105,37 +103,15 @@ def kernel_builder(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object
     return {"source": source, "report": report, "wheels": wheels, "root": root}
 
 
-def _serve(wheels: list[Path], toolkit: Path, recipes: Path, out: Path) -> Iterator[str]:
-    proc = run(
-        [str(VENV_BIN / "ptkit"), "index", "build", *map(str, wheels), str(toolkit),
-         "--recipes", str(recipes), "--out", str(out), "--json"],
-        env=python_env(),
-    )  # fmt: skip
-    pages = {page["index_path"]: page for page in json.loads(proc.stdout)}
-    assert set(pages) == {"cpu", "cu13"}, pages
-    server = subprocess.Popen(
-        [str(VENV_BIN / "ptkit"), "index", "serve", str(out), "--port", "0"],
-        env=python_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    assert server.stderr is not None
-    ready, _, _ = select.select([server.stderr], [], [], 30)
-    assert ready, "ptkit index serve printed nothing within 30 s"
-    match = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stderr.readline())
-    assert match
-    try:
-        yield match.group(1)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def setup_py_index(
     setup_py: dict[str, object], toolkit_wheel: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     wheels = list(setup_py["wheels"].values())  # type: ignore[attr-defined]
     source: Path = setup_py["source"]  # type: ignore[assignment]
-    yield from _serve(wheels, toolkit_wheel, source / "recipes", tmp_path_factory.mktemp("idx1"))
+    yield from serve_index(
+        wheels, toolkit_wheel, source / "recipes", tmp_path_factory.mktemp("idx1")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -144,18 +120,9 @@ def kernel_builder_index(
 ) -> Iterator[str]:
     wheels = list(kernel_builder["wheels"].values())  # type: ignore[attr-defined]
     source: Path = kernel_builder["source"]  # type: ignore[assignment]
-    yield from _serve(wheels, toolkit_wheel, source / "recipes", tmp_path_factory.mktemp("idx2"))
-
-
-def _install(installer: str, python: Path, name: str, simple: str) -> str:
-    if installer == "pip":
-        cmd = [str(python), "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
-               name, "--index-url", simple]  # fmt: skip
-        proc = run(cmd, env=python_env(PIP_CONFIG_FILE="/dev/null"), timeout=600)
-        return next(x for x in proc.stdout.splitlines() if x.startswith("Successfully installed"))
-    assert UV, "uv is not installed in the test environment (requirements/dev.txt pins it)"
-    cmd = [UV, "pip", "install", "--python", str(python), "--no-cache", name, "--index-url", simple]
-    return run(cmd, env=python_env(UV_NO_CONFIG="1"), timeout=600).stderr
+    yield from serve_index(
+        wheels, toolkit_wheel, source / "recipes", tmp_path_factory.mktemp("idx2")
+    )
 
 
 def _own_tests(python: Path, source: Path) -> str:
@@ -204,17 +171,32 @@ def test_setup_py_builds_one_wheel_per_torch_minor_and_a_cu13_one(
     assert manifest["targets"] == {"ptx": [], "sass": ["sm_90"]}  # setup.py's -gencode
 
 
-@pytest.mark.parametrize(("installer", "torch_minor"), [("pip", "2.14"), ("uv", "2.13")])
+@pytest.mark.parametrize(
+    ("installer", "torch_minor", "variant"),
+    [
+        ("pip", "2.14", "cpu"),
+        ("uv", "2.13", "cpu"),
+        ("pip", "2.14", "cu13"),
+        ("uv", "2.14", "cu13"),
+    ],
+)
 def test_setup_py_installs_from_the_index_and_passes_its_own_tests(
-    setup_py_index: str, tmp_path: Path, installer: str, torch_minor: str
+    setup_py_index: str, tmp_path: Path, installer: str, torch_minor: str, variant: str
 ) -> None:
+    """Each variant's page of the index, each installer; the cu13 wheel on this machine
+    without a GPU: its CPU library serves the tests, its CUDA library is there too."""
     python = torch_env(tmp_path / "env", torch_minor)
-    said = _install(installer, python, "adopt-setup-py", f"{setup_py_index}/cpu/simple")
-    assert f"adopt-setup-py{'==' if installer == 'uv' else '-'}0.2.0+cpu.torch{torch_minor}" in said
+    said = install_from_index(
+        installer, python, "adopt-setup-py", f"{setup_py_index}/{variant}/simple"
+    )
+    build = f"0.2.0+{variant}.torch{torch_minor}"
+    assert f"adopt-setup-py{'==' if installer == 'uv' else '-'}{build}" in said, said
     assert "4 passed" in _own_tests(python, FIXTURES / "adopt_setup_py")
     explain = run([str(python), "-m", "ptkit", "explain"], env=python_env(), cwd=Path("/")).stdout
     assert "adopt_setup_py" in explain and "libadopt_setup_py_cpu.so" in explain
     assert re.search(r"libadopt_setup_py_cpu\.so\s+loaded", explain), explain
+    if variant == "cu13":
+        assert "libadopt_setup_py_cuda.so" in explain, explain
     doctor = run([str(python), "-m", "ptkit", "doctor"], env=python_env(), cwd=Path("/")).stdout
     assert "adopt_setup_py" in doctor, doctor
 
@@ -246,12 +228,37 @@ def test_kernel_builder_builds_a_library_per_variant(kernel_builder: dict[str, o
         assert libraries == [f"adopt_kernel_builder/_native/libadopt_kernel_builder_{backend}.so"]
 
 
+def test_kernel_builder_cu13_installs_and_says_its_cpu_op_has_no_kernel_there(
+    kernel_builder_index: str, tmp_path: Path
+) -> None:
+    """kernel-builder builds one backend per variant (the binding's #if blocks), and so
+    does the adoption: the cu13 wheel, installed by uv, defines every schema and serves
+    the CUDA kernels only, and its CPU op says so instead of computing anything."""
+    python = torch_env(tmp_path / "env", "2.14")
+    said = install_from_index(
+        "uv", python, "adopt_kernel_builder", f"{kernel_builder_index}/cu13/simple"
+    )
+    assert "0.1.0+cu13.torch2.14" in said, said
+    check = (
+        "import torch, adopt_kernel_builder as k\n"
+        "print(k.ops.gelu_tanh.default._schema.name)\n"
+        "try:\n    k.silu_and_mul(torch.empty(2, 3), torch.randn(2, 6))\n"
+        "except NotImplementedError as e:\n    print('no CPU kernel:', str(e).splitlines()[0])\n"
+    )
+    out = run([str(python), "-c", check], env=python_env(), cwd=Path("/")).stdout
+    assert out.startswith("adopt_kernel_builder::gelu_tanh\nno CPU kernel: "), out
+    explain = run([str(python), "-m", "ptkit", "explain"], env=python_env(), cwd=Path("/")).stdout
+    assert re.search(r"libadopt_kernel_builder_cuda\.so\s+loaded", explain), explain
+
+
 @pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_kernel_builder_installs_from_the_index_and_passes_its_own_tests(
     kernel_builder_index: str, tmp_path: Path, installer: str
 ) -> None:
     python = torch_env(tmp_path / "env", "2.14")
-    said = _install(installer, python, "adopt_kernel_builder", f"{kernel_builder_index}/cpu/simple")
+    said = install_from_index(
+        installer, python, "adopt_kernel_builder", f"{kernel_builder_index}/cpu/simple"
+    )
     assert "0.1.0+cpu.torch2.14" in said
     out = _own_tests(python, FIXTURES / "adopt_kernel_builder")
     assert "3 passed, 1 skipped" in out, out

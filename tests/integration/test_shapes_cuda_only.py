@@ -3,7 +3,8 @@ The CPU library defines every schema and the CPU kernel of ``scale``; the CUDA l
 (compiled by nvcc 13.5 for sm_90 only) registers the CUDA kernels of all three; there
 is no reference, and no ``OPS`` in the CMakeLists.
 
-Built for cpu and cu13 by ``ptkit build --source``, installed by pip into fresh venvs:
+Built for cpu and cu13 by ``ptkit build --source``, installed from a ptkit index (cpu by
+pip, cu13 by uv):
 both pass the smoke stage (no "every op runs natively on CPU"); ``explain()`` says native,
 or unavailable with the reason, per (op, device); ``PTKIT_DISABLE_NATIVE=cpu`` keeps the
 import and the CUDA kernels, and says the CPU ones are off; a library that cannot load
@@ -18,9 +19,11 @@ import json
 import os
 import subprocess
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fresh_python import install_from_index, serve_index, torch_env
 from shapes_projects import built_wheel, copy_project, in_env, installed
 from support import REPO
 
@@ -56,11 +59,19 @@ def builds(source: Path, work: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.fixture(scope="module")
 def pythons(
-    builds: dict[str, tuple[Path, str]], toolkit_wheel: Path, work: Path
-) -> dict[str, Path]:
-    return {
-        v: installed(wheel, toolkit_wheel, work / f"venv-{v}") for v, (wheel, _) in builds.items()
-    }
+    builds: dict[str, tuple[Path, str]], toolkit_wheel: Path, source: Path, work: Path
+) -> Iterator[dict[str, Path]]:
+    """Both wheels in a ptkit index on 127.0.0.1: the cpu one installed by pip, the cu13 one
+    by uv, each into a venv that holds torch 2.14 and nothing of ptkit."""
+    wheels = [wheel for wheel, _ in builds.values()]
+    for url in serve_index(wheels, toolkit_wheel, source / "recipes", work / "index"):
+        envs = {}
+        for variant, installer in (("cpu", "pip"), ("cu13", "uv")):
+            python = torch_env(work / f"venv-{variant}", "2.14")
+            said = install_from_index(installer, python, "shapes-cuda", f"{url}/{variant}/simple")
+            assert f"0.2.0+{variant}" in said, said
+            envs[variant] = python
+        yield envs
 
 
 def _explain(python: Path, **env: str) -> dict[str, dict[str, list[str]]]:
