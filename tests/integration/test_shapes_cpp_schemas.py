@@ -2,7 +2,8 @@
 (``STABLE_TORCH_LIBRARY``), with no reference implementation and no ``OPS`` in its
 CMakeLists (tests/fixtures/projects/shapes_cpp).
 
-Built for real by ``ptkit build --source``, installed by pip into a fresh venv: the
+Built for real by ``ptkit build --source`` (cpu, and cu13 for the CUDA index), installed
+by pip into a fresh venv and from a ptkit index by pip and uv: the
 manifest's op table comes from what the library registers; ``explain()`` says native on
 CPU and unavailable (with the reason) on CUDA; ``PTKIT_FORCE_REFERENCE=1`` and
 ``PTKIT_DISABLE_NATIVE=cpu`` leave the import working and say why the ops are
@@ -15,15 +16,20 @@ with the signal, the library and a command that reproduces it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fresh_python import install_from_index, serve_index, torch_env
 from shapes_projects import built_wheel, copy_project, in_env, installed, ptkit_build
+from support import python_env, run
 
 from ptkit.recipes.model import load_recipe
 from ptkit.release.pipeline.errors import BuildError
@@ -219,6 +225,16 @@ def test_an_installed_manifest_that_declares_more_fails_the_smoke_test(
     data = json.loads(manifest.read_text())
     data["ops"]["cube"] = ["float32"]  # the manifest's sha256 is the library's: still loads
     manifest.write_text(json.dumps(data))
+    # As if the wheel had shipped this manifest: its RECORD entry says so (else the loader
+    # refuses a manifest edited after install, test_weak_diagnoses.py).
+    (record,) = manifest.parents[2].glob("shapes_cpp-*.dist-info/RECORD")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(manifest.read_bytes()).digest())
+    entry = "shapes_cpp/_native/shapes_cpp_cpu.manifest.json"
+    record.write_text("".join(
+        f"{entry},sha256={digest.rstrip(b'=').decode()},{manifest.stat().st_size}\n"
+        if line.startswith(entry + ",") else line
+        for line in record.read_text().splitlines(keepends=True)
+    ))  # fmt: skip
     proc = in_env(
         python, "from ptkit.runtime.smoke import main; raise SystemExit(main(['shapes_cpp']))"
     )
@@ -311,3 +327,32 @@ def test_a_python_reference_for_a_cpp_schema_serves_where_no_kernel_does(
     # replaced ptkit's stand-in), while muladd stays unavailable.
     assert rows["square/cpu"][0] == ("native" if force == "0" else "reference")
     assert rows["muladd/cpu"][0] == ("native" if force == "0" else "unavailable")
+
+
+@pytest.fixture(scope="module")
+def index_url(build: tuple[Path, str, Path], toolkit_wheel: Path, work: Path) -> Iterator[str]:
+    """The cpu wheel and a cu13 build (the same CPU library, for the CUDA index) in a
+    ptkit index on 127.0.0.1."""
+    source = build[2]
+    cu13, _ = built_wheel(source, "cu13", work / "cu13")
+    yield from serve_index([build[0], cu13], toolkit_wheel, source / "recipes", work / "index")
+
+
+@pytest.mark.parametrize(("installer", "variant"), [("pip", "cpu"), ("uv", "cu13")])
+def test_installed_from_the_index_its_own_tests_pass_and_the_doctor_lists_it(
+    index_url: str, build: tuple[Path, str, Path], tmp_path: Path, installer: str, variant: str
+) -> None:
+    python = torch_env(tmp_path / "env", "2.14")
+    said = install_from_index(installer, python, "shapes-cpp", f"{index_url}/{variant}/simple")
+    assert f"0.3.0+{variant}" in said, said
+    tests = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+         str(build[2] / "tests")],
+        cwd="/", capture_output=True, text=True, timeout=600, check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("PTKIT_", "PYTHONPATH"))},
+    )  # fmt: skip
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    explain = run([str(python), "-m", "ptkit", "explain"], env=python_env(), cwd=Path("/")).stdout
+    assert "libshapes_cpp_cpu.so loaded" in " ".join(explain.split()), explain
+    doctor = run([str(python), "-m", "ptkit", "doctor"], env=python_env(), cwd=Path("/")).stdout
+    assert f"shapes_cpp 0.3.0+{variant}" in doctor, doctor
