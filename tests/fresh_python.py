@@ -32,6 +32,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import tomllib
 from packaging.requirements import Requirement
@@ -207,16 +208,19 @@ def build_python_213(path: Path, toolkit_wheel: Path) -> Path:
     return python
 
 
-def serve_index(wheels: list[Path], toolkit: Path, recipes: Path, out: Path) -> Iterator[str]:
+def build_index(wheels: list[Path], toolkit: Path, recipes: Path, out: Path) -> dict[str, Any]:
     """``ptkit index build`` of ``wheels`` and the toolkit into ``out`` (one page per
-    variant of ``recipes``), served on 127.0.0.1 while the caller iterates; its URL."""
+    variant of ``recipes``); its pages by index path."""
     proc = run(
         [str(VENV_BIN / "ptkit"), "index", "build", *map(str, wheels), str(toolkit),
          "--recipes", str(recipes), "--out", str(out), "--json"],
         env=python_env(),
     )  # fmt: skip
-    pages = {page["index_path"]: page for page in json.loads(proc.stdout)}
-    assert "cpu" in pages, pages
+    return {page["index_path"]: page for page in json.loads(proc.stdout)}
+
+
+def serve_folder(out: Path) -> Iterator[str]:
+    """``ptkit index serve`` of ``out`` on 127.0.0.1 while the caller iterates; its URL."""
     server = subprocess.Popen(
         [str(VENV_BIN / "ptkit"), "index", "serve", str(out), "--port", "0"],
         env=python_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
@@ -231,6 +235,13 @@ def serve_index(wheels: list[Path], toolkit: Path, recipes: Path, out: Path) -> 
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def serve_index(wheels: list[Path], toolkit: Path, recipes: Path, out: Path) -> Iterator[str]:
+    """``build_index`` then ``serve_folder``."""
+    pages = build_index(wheels, toolkit, recipes, out)
+    assert "cpu" in pages, pages
+    yield from serve_folder(out)
 
 
 def install_from_index(installer: str, python: Path, name: str, simple: str) -> str:

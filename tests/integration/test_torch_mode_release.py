@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import select
 import shlex
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fresh_python import TORCH213, torch_env
+from fresh_python import TORCH213, build_index, serve_folder, torch_env
 from support import REPO, python_env, run
 
 from ptkit.release.pipeline.prerequisites import build_environment_requirements
@@ -175,26 +174,11 @@ def index_url(
 ) -> Iterator[str]:
     _, dist = built
     out = tmp_path_factory.mktemp("index") / "site"
-    proc = run(
-        [str(VENV_BIN / "ptkit"), "index", "build", *map(str, sorted(dist.glob("*.whl"))),
-         str(toolkit_wheel), "--recipes", str(FIXTURE / "recipes"), "--out", str(out), "--json"],
-        env=python_env(),
-    )  # fmt: skip
-    (page,) = json.loads(proc.stdout)
+    pages = build_index(sorted(dist.glob("*.whl")), toolkit_wheel, FIXTURE / "recipes", out)
+    (page,) = pages.values()
     assert page["index_path"] == "cpu"
     assert len(page["files"]) == 3  # both builds and the toolkit
-    server = subprocess.Popen(
-        [str(VENV_BIN / "ptkit"), "index", "serve", str(out), "--port", "0"],
-        env=python_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    assert server.stderr is not None
-    ready, _, _ = select.select([server.stderr], [], [], 30)
-    assert ready, "ptkit index serve printed nothing within 30 s"
-    match = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stderr.readline())
-    assert match
-    yield match.group(1)
-    server.terminate()
-    server.wait(timeout=10)
+    yield from serve_folder(out)
 
 
 def _pip(python: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

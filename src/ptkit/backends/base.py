@@ -332,8 +332,9 @@ class Backend:
             fix = [f"mark {target} optional in the recipe (targets.{self.target_field}-optional)"]
             if request.source != "recipe":
                 fix.insert(0, f"remove it from {request.source}")
-            if toolkit_fix:
-                fix.insert(0, toolkit_fix)
+            own_fix = self.missing_target_fix(target, request.source) or toolkit_fix
+            if own_fix:
+                fix.insert(0, own_fix)
             return Resolution(
                 (),
                 (),
@@ -357,6 +358,12 @@ class Backend:
     def missing_target_reason(self, target: str) -> str:
         """``needs CUDA >= 13.5`` or ``was removed after CUDA 12.9``: why a compiler lacks it."""
         return "is not built by this compiler"
+
+    def missing_target_fix(self, target: str, source: str) -> str:
+        """The fix for a missing ``target`` asked by ``source`` when it is not the toolkit
+        fix every missing target gets (a target removed from the toolkit: another toolkit,
+        or drop it); "" for that fix."""
+        return ""
 
     # --- devices ----------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -36,7 +36,6 @@ from ptkit.backends.base import (
     Backend,
     Coverage,
     Device,
-    Resolution,
     TargetError,
     TargetRequest,
     ToolkitCandidate,
@@ -381,28 +380,15 @@ class CudaBackend(Backend):
         )
         return TargetRequest(asked, (), TORCH_ARCH_LIST_VARIABLE, note)
 
-    def resolve(
-        self,
-        request: TargetRequest,
-        supported: Iterable[str],
-        compiler: str,
-        toolkit_fix: str = "",
-    ) -> Resolution:
-        """The generic resolver, with the fix a removed or renamed target needs: another
-        toolkit or another name, never the toolkit in use."""
-        have = set(supported)
-        for target in request.targets:
-            if self.target_problem(target) or self.supports(target, have):
-                continue
-            moved = _moved(parse_cuda_target(target))
-            if moved is not None:
-                toolkit_fix = moved[1]
-                if request.source == "recipe":
-                    toolkit_fix = (
-                        f"remove {target} from the recipe's targets.cuda, or {toolkit_fix}"
-                    )
-            break
-        return super().resolve(request, have, compiler, toolkit_fix)
+    def missing_target_fix(self, target: str, source: str) -> str:
+        # A removed or renamed target needs another toolkit or another name, never the
+        # toolkit in use.
+        moved = _moved(parse_cuda_target(target))
+        if moved is None:
+            return ""
+        if source == "recipe":
+            return f"remove {target} from the recipe's targets.cuda, or {moved[1]}"
+        return moved[1]
 
     def supports(self, target: str, supported: set[str]) -> bool:
         # nvcc lists base targets; an a/f variant exists wherever its base does.
