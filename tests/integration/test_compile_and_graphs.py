@@ -2,7 +2,8 @@
 
 The unsupported-interpreter branch of ptkit.compile is reached by substituting the
 support decision (``compile_support`` in the ptkit.runtime.compiling module): the rule itself is
-checked against torch in tests/unit/test_degradation_compile_rules.py. The graph-mode buffer
+checked against torch's rule source in tests/unit/test_degradation_compile_rules.py and
+against torch.compile itself here. The graph-mode buffer
 logic of ptkit.graphs is exercised on CPU through a stand-in recorder, clearly marked;
 the real CUDA capture runs only where a CUDA device is visible.
 """
@@ -77,6 +78,21 @@ def no_warnings() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         yield
+
+
+# ---- the rule against torch.compile itself ----------------------------------------------
+
+
+def test_compile_support_agrees_with_what_torch_compile_does_here() -> None:
+    """Supported must mean: the default backend (Inductor) compiles and the result is right;
+    unsupported, that torch.compile refuses with the message ptkit quotes."""
+    x = torch.linspace(-2, 2, 17)
+    if HERE.supported:
+        torch.testing.assert_close(torch.compile(fn)(x), fn(x))
+    else:
+        with pytest.raises(RuntimeError) as refusal:
+            torch.compile(fn)(x)
+        assert str(refusal.value) in HERE.reason
 
 
 # ---- ptkit.compile -------------------------------------------------------------------

@@ -217,7 +217,9 @@ class IndexServer(http.server.ThreadingHTTPServer):
 def running_server(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[IndexServer]:
     """An ``IndexServer`` answering in a background thread for the ``with`` block."""
     server = IndexServer(root, host, port)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the serving loop's next poll (half a second by default): a short
+    # poll lets the ``with`` block end as soon as its body does.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield server
