@@ -36,14 +36,16 @@ def fresh_dynamo() -> Iterator[None]:
 
 @pytest.fixture
 def unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This interpreter, as if it were CPython 3.15 (torch's rule for it is tested in
+    """This interpreter, as if it were CPython 3.16, which no torch released supports (2.14
+    refuses 3.15 and later, 2.15 refuses 3.16 and later; torch's rule is tested in
     tests/unit/test_degradation_compile_rules.py)."""
-    monkeypatch.setattr(
-        compile_module, "compile_support", lambda: compile_support(python=(3, 15, 0))
-    )
+    monkeypatch.setattr(compile_module, "compile_support", lambda: REFUSED)
 
 
 HERE = compile_support()
+REFUSED = compile_support(python=(3, 16, 0))
+# torch's words: "torch.compile is not supported on Python 3.15+" (2.14), "… 3.16+" (2.15).
+REFUSAL = REFUSED.reason.split(" (torch's check")[0]
 needs_compile = pytest.mark.skipif(
     not HERE.supported, reason=f"torch.compile cannot run here: {HERE.reason}"
 )
@@ -136,11 +138,12 @@ def test_unsupported_returns_the_original_with_one_warning(fallback) -> None:
         assert len(record) == 1
         message = str(record[0].message)
         assert message.startswith("ptkit.compile:")
-        assert "torch.compile is not supported on Python 3.15+" in message
+        assert REFUSAL.startswith("torch.compile is not supported on Python 3.1"), REFUSAL
+        assert REFUSAL in message
         assert result is original
         state = compile_state(result)
         assert state is not None and state.mode == "eager"
-        assert "Python 3.15+" in state.reason
+        assert REFUSAL in state.reason
     with no_warnings():
         torch.testing.assert_close(model(torch.ones(1, 4)), model(torch.ones(1, 4)))
 

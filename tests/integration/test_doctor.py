@@ -213,7 +213,8 @@ def test_torch_absent(venv_without_torch: Path):
 
 
 def test_the_console_script_without_torch(venv_without_torch: Path, tmp_path: Path):
-    """select, index, doctor and matrix through bin/ptkit, in a venv that has no torch."""
+    """select, index, doctor, matrix and build through bin/ptkit, in a Python 3.10 venv that
+    has no torch."""
     script = venv_without_torch.parent / "ptkit"
     env = python_env()
     select = run([str(script), "select", "--root", str(FIXTURES / "h200"), "--json"], env=env)
@@ -225,6 +226,18 @@ def test_the_console_script_without_torch(venv_without_torch: Path, tmp_path: Pa
     assert json.loads(matrix.stdout)
     checks = run([str(script), "doctor", "--list-checks"], env=env)
     assert "PTK101" in checks.stdout
+    # The build CLI on Python 3.10 without torch: its first stage names all it lacks.
+    build = subprocess.run(
+        [str(script), "build", "--source", str(REPO), "--variant", "cpu",
+         "--build-root", str(tmp_path / "build"), "--dist", str(tmp_path / "dist")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert build.returncode == 1, build.stdout + build.stderr
+    assert "Traceback" not in build.stdout + build.stderr
+    assert "ptkit build: stage 'prerequisites' failed for variant cpu" in build.stderr
+    assert "torch>=2.10 (the project's [build-system] requires): not installed" in build.stderr
+    assert f"Fix: {venv_without_torch} -m pip install 'ptkit[build]' 'torch>=2.10'" in build.stderr
+    assert not list((tmp_path / "dist").rglob("*.whl"))
 
 
 def test_torch_absent_smoke_names_the_import_error(venv_without_torch: Path):
