@@ -34,10 +34,8 @@ pytestmark = pytest.mark.integration
 PLAN = matrix.load_plan(REPO)
 JOBS = {f"{job.variant}-{job.platform.name}": job for job in PLAN.jobs}
 # Written out here too: the test environment gets this commit's toolkit wheel, and only it.
-TOOLKIT_INSTALL = (
-    'python -m pip install --no-index --find-links "{project}/dist/toolkit" '
-    f"ptkit=={PLAN.version}"
-)
+assert PLAN.toolkit is not None
+TOOLKIT_INSTALL = f'python -m pip install "{{project}}/dist/toolkit/ptkit-{PLAN.version}-py3-none-any.whl"'
 # Written out here, not taken from ptkit: what the release must test on.
 CPYTHONS = ["cp310", "cp311", "cp312", "cp313", "cp314", "cp315", "cp315t"]
 SUFFIX = {
@@ -246,8 +244,8 @@ def test_the_test_environment_gets_the_toolkit_then_runs_the_recipes_test(
     tmp_path: Path, toolkit_wheel: Path, ptkit_wheel: Path
 ) -> None:
     """cibuildwheel's test step, here (no container): a venv holding torch, before-test as
-    cibuildwheel prepares it (the toolkit wheel from {project}/dist/toolkit, never from
-    PyPI), the wheel installed with its dependencies resolved (ptkit met by that
+    cibuildwheel prepares it (the toolkit wheel's file from {project}/dist/toolkit, never a
+    ptkit from PyPI), the wheel installed with its dependencies resolved (ptkit met by that
     toolkit), then the recipe's test-command."""
     project = tmp_path / "project"
     (project / "dist" / "toolkit").mkdir(parents=True)

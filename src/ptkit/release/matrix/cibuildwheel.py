@@ -62,12 +62,11 @@ def pinned_sccache_wraps_nvcc(cuda_version: str) -> bool:
 def toolkit_test_install(plan: Plan) -> str:
     """cibuildwheel's ``before-test`` for a tree that builds the toolkit: this commit's
     toolkit wheel (the workflow's toolkit job puts it in dist/toolkit/), never a ``ptkit``
-    from PyPI, so that the wheel's ``ptkit`` requirement is already met."""
+    from PyPI, so that the wheel's ``ptkit`` requirement is already met. The file itself,
+    its own dependencies (click …) from the index: the test venv starts empty."""
     assert plan.toolkit is not None
-    return (
-        f'python -m pip install --no-index --find-links "{{project}}/{TOOLKIT_DIST}" '
-        f"ptkit=={plan.version}"
-    )
+    return f'python -m pip install "{{project}}/{TOOLKIT_DIST}/{plan.toolkit.wheel}"'
+
 
 
 # --- the recipe's toolkit on the build machine ---------------------------------------
