@@ -35,7 +35,9 @@ PLAN = matrix.load_plan(REPO)
 JOBS = {f"{job.variant}-{job.platform.name}": job for job in PLAN.jobs}
 # Written out here too: the test environment gets this commit's toolkit wheel, and only it.
 assert PLAN.toolkit is not None
-TOOLKIT_INSTALL = f'python -m pip install "{{project}}/dist/toolkit/ptkit-{PLAN.version}-py3-none-any.whl"'
+TOOLKIT_INSTALL = (
+    f'python -m pip install "{{project}}/dist/toolkit/ptkit-{PLAN.version}-py3-none-any.whl"'
+)
 # Written out here, not taken from ptkit: what the release must test on.
 CPYTHONS = ["cp310", "cp311", "cp312", "cp313", "cp314", "cp315", "cp315t"]
 SUFFIX = {

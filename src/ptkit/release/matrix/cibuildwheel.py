@@ -68,7 +68,6 @@ def toolkit_test_install(plan: Plan) -> str:
     return f'python -m pip install "{{project}}/{TOOLKIT_DIST}/{plan.toolkit.wheel}"'
 
 
-
 # --- the recipe's toolkit on the build machine ---------------------------------------
 
 
