@@ -36,12 +36,13 @@ print(json.dumps({"python": sys.version.split()[0], "gil_disabled": sysconfig.ge
 """
 
 # In the root: a venv on the root's environment (a .pth names its site-packages, so torch is
-# not installed again), the two wheels from their files, the check, then the tests. /tmp
+# not installed again: support.fresh_venv's way, which runs outside the root), the two
+# wheels from their files, the check, then the tests. /tmp
 # there is a tmpfs that ends with the command.
 SCRIPT = """
 set -e
 python3.15 -m venv /tmp/venv
-echo "$(/opt/python315/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+echo "$("$BASE/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
   > "$(/tmp/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_base_env.pth"
 /tmp/venv/bin/python -m pip install -q --no-deps "$TOOLKIT" "$WHEEL"
 cd /tmp && /tmp/venv/bin/python -c "$CHECK"
@@ -63,7 +64,7 @@ def test_the_cpu_wheel_loads_and_passes_the_tests_on_cpython_315(
     suite = " ".join(f"tests/integration/{name}" for name in SUITE)
     proc = run(
         [str(REPO / "scripts" / "in-root"), str(ROOT), "env", f"TOOLKIT={toolkit_wheel}",
-         f"WHEEL={ptkit_wheel}", f"REPO={REPO}", f"SUITE={suite}", f"CHECK={CHECK}",
+         f"WHEEL={ptkit_wheel}", f"REPO={REPO}", f"SUITE={suite}", f"CHECK={CHECK}", f"BASE={BASE}",
          "bash", "-c", SCRIPT],
         timeout=1500,
     )  # fmt: skip
@@ -76,11 +77,7 @@ def test_the_cpu_wheel_loads_and_passes_the_tests_on_cpython_315(
     ((library, status, reason),) = out["decisions"]
     assert (library, status) == ("libptkit_cpu.so", "loaded"), reason
     summary = tests.strip().splitlines()[-1]
-    print(
-        f"CPython {out['python']}, torch {out['torch']}: {summary}"
-    )  # shown with -s / in CI's log
+    print(f"CPython {out['python']}, torch {out['torch']}: {summary}")  # shown with -s
     counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (\w+)", summary))
     assert counts.get("passed", 0) >= 250, tests[-3000:]
-    assert not counts.get("failed") and not counts.get("error") and not counts.get("errors"), tests[
-        -6000:
-    ]
+    assert not any(counts.get(k) for k in ("failed", "error", "errors")), tests[-6000:]

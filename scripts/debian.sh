@@ -1,0 +1,75 @@
+# Sourced by scripts/bootstrap and scripts/release-local (each defines `say`): Debian
+# packages and Debian roots, made the same way for both.
+
+elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
+
+# apt's machine-readable status (fd 3) as one line per 10 % of each phase.
+apt_progress() {
+  local last=-10 phase="" kind percent what
+  while IFS=: read -r kind _ percent what; do
+    case $kind in dlstatus) kind=downloading ;; pmstatus) kind=installing ;; *) continue ;; esac
+    [ "$kind" = "$phase" ] || { phase=$kind; last=-10; }
+    percent=${percent%%.*}
+    if [ "$percent" -ge $((last + 10)) ]; then
+      last=$percent
+      say "  apt $kind: $percent% $what"
+    fi
+  done
+}
+
+# apt_install <what> <check> <why> <package…>: installs Debian packages once <check> (a
+# function) prints nothing, then asks <check> again.
+apt_install() {
+  local what=$1 check=$2 why=$3; shift 3
+  [ -n "$($check)" ] && return
+  local started log=build/bootstrap/apt.log
+  started=$(date +%s)
+  mkdir -p build/bootstrap
+  local command="apt-get install -y --no-install-recommends $*"
+  say "installing $what (apt-get): $why"
+  if ! command -v apt-get >/dev/null; then
+    say "this machine has no apt-get: install $what yourself and run scripts/bootstrap again" >&2
+    exit 1
+  fi
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+      sudo=(sudo -n)
+    else
+      say "installing $what needs root, and sudo is not available without a password here. Run this, then scripts/bootstrap (or make test) again:" >&2
+      say "    sudo apt-get update && sudo $command" >&2
+      exit 1
+    fi
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >"$log" 2>&1 \
+    || { say "apt-get update failed (the end of $log):" >&2; tail -5 "$log" >&2; exit 1; }
+  local status=0
+  # shellcheck disable=SC2086  # $command is split into its words on purpose
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive $command -q -o APT::Status-Fd=3 \
+    </dev/null 3>&1 >>"$log" 2>&1 | apt_progress || status=${PIPESTATUS[0]}
+  if [ "$status" -ne 0 ] || [ -z "$($check)" ]; then
+    say "'$command' exited with $status, and $what is still missing (the end of $log):" >&2
+    tail -5 "$log" >&2
+    exit 1
+  fi
+  say "$what ready in $(elapsed "$started") ($($check))"
+}
+
+# debian_root <suite> <packages,comma,separated> <dir>: a minimal Debian root from the
+# mirror (debootstrap, installed when missing) holding <packages>, which trusts what this
+# machine's network path signs with: the host's CA bundle as
+# /etc/ssl/certs/host-ca-bundle.crt (scripts/in-root points pip and OpenSSL at it). <dir>
+# is made afresh; the caller moves it into place when it is complete.
+debootstrap_version() { command -v debootstrap >/dev/null && debootstrap --version 2>/dev/null; }
+debian_root() {
+  local suite=$1 packages=$2 dir=$3 log=build/bootstrap/debootstrap-$1.log
+  apt_install "Debian's debootstrap" debootstrap_version "it makes the Debian $suite root $dir" debootstrap
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")" build/bootstrap
+  if ! debootstrap --variant=minbase --include="$packages" "$suite" "$dir" http://deb.debian.org/debian >"$log" 2>&1; then
+    say "debootstrap failed (the end of $log):" >&2
+    tail -5 "$log" >&2
+    exit 1
+  fi
+  cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/host-ca-bundle.crt"
+}
