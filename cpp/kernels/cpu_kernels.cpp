@@ -53,15 +53,8 @@ struct F16 {
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f16(p, v); }
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
   static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
-  static PTKIT_INLINE float load1(const T* p) {
-    _Float16 h;
-    std::memcpy(&h, p, sizeof h);
-    return static_cast<float>(h);
-  }
-  static PTKIT_INLINE void store1(T* p, float v) {
-    const _Float16 h = static_cast<_Float16>(v);
-    std::memcpy(p, &h, sizeof h);
-  }
+  static PTKIT_INLINE float load1(const T* p) { return simd::f16_to_float(*p); }
+  static PTKIT_INLINE void store1(T* p, float v) { *p = simd::float_to_f16(v); }
 };
 
 struct BF16 {

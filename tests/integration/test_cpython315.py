@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import REPO, run
+from support import REPO, run, skip_if_bootstrap_left_out
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +55,7 @@ cd "$REPO" && /tmp/venv/bin/python -m pytest -q -p no:cacheprovider --timeout 60
 def test_the_cpu_wheel_loads_and_passes_the_tests_on_cpython_315(
     ptkit_wheel: Path, toolkit_wheel: Path
 ) -> None:
+    skip_if_bootstrap_left_out(str(ROOT.relative_to(REPO)))
     if not (ROOT / BASE.lstrip("/") / "pyvenv.cfg").is_file():  # its python links in the root
         pytest.fail(f"{ROOT} is missing: run scripts/bootstrap (make test does)")
     if os.geteuid() != 0 or shutil.which("unshare") is None:

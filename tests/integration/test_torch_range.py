@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import REPO, fresh_venv, python_env, run, run_op_tests
+from support import REPO, fresh_venv, python_env, run, run_op_tests, skip_if_bootstrap_left_out
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +52,7 @@ print(json.dumps({"torch": torch.__version__, "torch_file": torch.__file__,
 
 def _base_python(base_env: str) -> Path:
     python = REPO / base_env / "bin" / "python"
+    skip_if_bootstrap_left_out(base_env)
     if not python.exists():
         pytest.fail(f"{base_env} is missing: run scripts/bootstrap (make test does)")
     return python
@@ -129,6 +130,8 @@ def test_a_torch_below_the_floor_is_refused_with_the_reason(
     venv's own torch comes first on sys.path); it uses 2.10's nvidia-* libraries, the same
     CUDA 12.8 builds 2.9.1 pins except nvshmem (3.4.5 for 3.3.20 of the same soname), which
     the CPU ops never call. The real loader reads the real torch's version and refuses."""
+    skip_if_bootstrap_left_out(".venv-torch210")
+    skip_if_bootstrap_left_out(f"torch-{BELOW_FLOOR}")
     wheels = sorted(BOOTSTRAP_WHEELS.glob(f"torch-{BELOW_FLOOR}-*.whl"))
     if not wheels:
         pytest.fail(

@@ -18,6 +18,11 @@
 #include <immintrin.h>
 #define PTKIT_SIMD_X86_INTRINSICS 1
 #endif
+#if defined(__aarch64__)
+// AdvSIMD is part of every AArch64 CPU; its fp16 <-> fp32 conversions need no _Float16,
+// which GCC 12's C++ lacks on AArch64.
+#include <arm_neon.h>
+#endif
 
 #ifndef PTKIT_CPU_ISA
 #error "simd.h belongs to a per-ISA kernel source (PTKIT_CPU_ISA is not defined)"
@@ -41,6 +46,36 @@ typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 typedef float f32x4 __attribute__((vector_size(16)));
+
+// Halves of an f32x8, and back.
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define PTKIT_SIMD_SHUFFLEVECTOR 1  // Clang, GCC >= 12
+#endif
+#endif
+
+#if defined(PTKIT_SIMD_SHUFFLEVECTOR)
+PTKIT_INLINE f32x4 lo4(f32x8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
+PTKIT_INLINE f32x4 hi4(f32x8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
+PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) { return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7); }
+#else
+PTKIT_INLINE f32x4 lo4(f32x8 v) {
+  f32x4 r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
+PTKIT_INLINE f32x4 hi4(f32x8 v) {
+  f32x4 r;
+  std::memcpy(&r, reinterpret_cast<const char*>(&v) + sizeof r, sizeof r);
+  return r;
+}
+PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) {
+  f32x8 r;
+  std::memcpy(&r, &lo, sizeof lo);
+  std::memcpy(reinterpret_cast<char*>(&r) + sizeof lo, &hi, sizeof hi);
+  return r;
+}
+#endif
 
 PTKIT_INLINE f32x8 splat(float v) { return f32x8{v, v, v, v, v, v, v, v}; }
 PTKIT_INLINE i32x8 splat_i(int32_t v) { return i32x8{v, v, v, v, v, v, v, v}; }
@@ -154,17 +189,12 @@ PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
 #endif
 }
 
-#if defined(__aarch64__)
-typedef _Float16 f16x8 __attribute__((vector_size(16)));
-#endif
-
 PTKIT_INLINE f32x8 load_f16(const uint16_t* p) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__F16C__)
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 #elif defined(__aarch64__)
-  f16x8 h;
-  std::memcpy(&h, p, sizeof h);
-  return __builtin_convertvector(h, f32x8);
+  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+  return concat((f32x4)vcvt_f32_f16(vget_low_f16(h)), (f32x4)vcvt_high_f32_f16(h));
 #else
   // Exact integer conversion (the compiler would call libgcc once per lane).
   u16x8 h16;
@@ -187,8 +217,9 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
   const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
 #elif defined(__aarch64__)
-  const f16x8 h = __builtin_convertvector(v, f16x8);
-  std::memcpy(p, &h, sizeof h);
+  // Rounds to nearest even (the FPCR's default mode), as the other paths do.
+  const float16x8_t h = vcvt_high_f16_f32(vcvt_f16_f32((float32x4_t)lo4(v)), (float32x4_t)hi4(v));
+  vst1q_u16(p, vreinterpretq_u16_f16(h));
 #else
   // Round to nearest even, overflow to Inf, NaN to quiet NaN, exact subnormals.
   const i32x8 bits = as_i(v);
@@ -207,37 +238,48 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
 #endif
 }
 
+// One fp16 value, for the scalar tails: the same integer arithmetic as the vector
+// fallback above (no _Float16, which not every compiler has on every target).
+PTKIT_INLINE uint32_t float_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+PTKIT_INLINE float bits_float(uint32_t b) {
+  float v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+PTKIT_INLINE float f16_to_float(uint16_t h) {
+  const uint32_t shifted_exp = 0x7c00u << 13;
+  uint32_t o = (h & 0x7fffu) << 13;
+  const uint32_t e = o & shifted_exp;
+  o += (127u - 15u) << 23;
+  if (e == shifted_exp) {
+    o += (128u - 16u) << 23;  // Inf / NaN
+  } else if (e == 0) {
+    o = float_bits(bits_float(o + (1u << 23)) - bits_float(113u << 23));  // zero / subnormal
+  }
+  return bits_float(o | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+PTKIT_INLINE uint16_t float_to_f16(float v) {
+  const uint32_t bits = float_bits(v);
+  const uint32_t sign = bits & 0x80000000u;
+  const uint32_t a = bits ^ sign;
+  uint32_t o;
+  if (a >= ((127u + 16u) << 23)) {
+    o = a > (255u << 23) ? 0x7e00u : 0x7c00u;  // NaN : overflow to Inf
+  } else if (a < (113u << 23)) {
+    const float denorm_magic = bits_float(((127u - 15u) + (23u - 10u) + 1u) << 23);
+    o = float_bits(bits_float(a) + denorm_magic) - float_bits(denorm_magic);
+  } else {
+    o = (a - ((127u - 15u) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  }
+  return static_cast<uint16_t>(o | (sign >> 16));
+}
+
 // ---------------------------------------------------------------------------
 // Reductions.
-
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_shufflevector)
-#define PTKIT_SIMD_SHUFFLEVECTOR 1  // Clang, GCC >= 12
-#endif
-#endif
-
-#if defined(PTKIT_SIMD_SHUFFLEVECTOR)
-PTKIT_INLINE f32x4 lo4(f32x8 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3); }
-PTKIT_INLINE f32x4 hi4(f32x8 v) { return __builtin_shufflevector(v, v, 4, 5, 6, 7); }
-PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) { return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7); }
-#else
-PTKIT_INLINE f32x4 lo4(f32x8 v) {
-  f32x4 r;
-  std::memcpy(&r, &v, sizeof r);
-  return r;
-}
-PTKIT_INLINE f32x4 hi4(f32x8 v) {
-  f32x4 r;
-  std::memcpy(&r, reinterpret_cast<const char*>(&v) + sizeof r, sizeof r);
-  return r;
-}
-PTKIT_INLINE f32x8 concat(f32x4 lo, f32x4 hi) {
-  f32x8 r;
-  std::memcpy(&r, &lo, sizeof lo);
-  std::memcpy(reinterpret_cast<char*>(&r) + sizeof lo, &hi, sizeof hi);
-  return r;
-}
-#endif
 
 PTKIT_INLINE float hsum(f32x8 v) {
   const f32x4 s = lo4(v) + hi4(v);
