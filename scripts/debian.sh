@@ -55,18 +55,39 @@ apt_install() {
   say "$what ready in $(elapsed "$started") ($($check))"
 }
 
-# debian_root <suite> <packages,comma,separated> <dir>: a minimal Debian root from the
-# mirror (debootstrap, installed when missing) holding <packages>, which trusts what this
-# machine's network path signs with: the host's CA bundle as
-# /etc/ssl/certs/host-ca-bundle.crt (scripts/in-root points pip and OpenSSL at it). <dir>
-# is made afresh; the caller moves it into place when it is complete.
+# emulation_ready <arch>: this machine runs <arch> programs (qemu-user-static through
+# binfmt_misc: the kernel hands an arm64 binary to qemu), or says why not and stops.
+qemu_version() { command -v qemu-aarch64-static >/dev/null && qemu-aarch64-static --version 2>/dev/null | head -1; }
+emulation_ready() {
+  local arch=$1 qemu
+  case $arch in
+    arm64) qemu=qemu-aarch64 ;;
+    *) say "no emulation for Debian architecture $arch here (only arm64)" >&2; exit 1 ;;
+  esac
+  apt_install "qemu-user-static and binfmt-support" qemu_version "the Debian $arch root runs under emulation" qemu-user-static binfmt-support
+  if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
+      || { say "binfmt_misc cannot be mounted here, so $arch programs cannot run" >&2; exit 1; }
+  fi
+  [ -e "/proc/sys/fs/binfmt_misc/$qemu" ] || update-binfmts --enable "$qemu" >/dev/null 2>&1 || true
+  grep -q '^enabled' "/proc/sys/fs/binfmt_misc/$qemu" 2>/dev/null \
+    || { say "binfmt_misc has no enabled $qemu entry (update-binfmts --enable $qemu failed), so $arch programs cannot run" >&2; exit 1; }
+}
+
+# debian_root <suite> <packages,comma,separated> <dir> [<arch>]: a minimal Debian root from
+# the mirror (debootstrap, installed when missing) holding <packages>, for <arch> (this
+# machine's by default; arm64 under emulation), which trusts what this machine's network
+# path signs with: the host's CA bundle as /etc/ssl/certs/host-ca-bundle.crt (scripts/in-root
+# points pip and OpenSSL at it). <dir> is made afresh; the caller moves it into place when it
+# is complete.
 debootstrap_version() { command -v debootstrap >/dev/null && debootstrap --version 2>/dev/null; }
 debian_root() {
-  local suite=$1 packages=$2 dir=$3 log=build/bootstrap/debootstrap-$1.log
+  local suite=$1 packages=$2 dir=$3 arch=${4:-$(dpkg --print-architecture)} log=build/bootstrap/debootstrap-$1-${4:-native}.log
   apt_install "Debian's debootstrap" debootstrap_version "it makes the Debian $suite root $dir" debootstrap
+  [ "$arch" = "$(dpkg --print-architecture)" ] || emulation_ready "$arch"
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")" build/bootstrap
-  if ! debootstrap --variant=minbase --include="$packages" "$suite" "$dir" http://deb.debian.org/debian >"$log" 2>&1; then
+  if ! debootstrap --arch="$arch" --variant=minbase --include="$packages" "$suite" "$dir" http://deb.debian.org/debian >"$log" 2>&1; then
     say "debootstrap failed (the end of $log):" >&2
     tail -5 "$log" >&2
     exit 1

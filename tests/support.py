@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +107,39 @@ def run(
         f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
     )
     return proc
+
+
+# The environment in each Debian root of scripts/bootstrap's (make_root).
+ROOT_BASE = "/opt/venv"
+
+
+def run_suite_in_root(
+    root: Path, script: str, wheels: tuple[Path, ...], **env: str
+) -> tuple[dict[str, object], str]:
+    """Runs ``script`` (bash) in ``root``, a Debian root of scripts/bootstrap's, through
+    scripts/in-root with ``env`` plus REPO and BASE (the root's environment). The script
+    prints a check's JSON line, then ``== tests``, then a pytest run's output. Returns the
+    JSON and pytest's summary line, after asserting that nothing failed."""
+    skip_if_bootstrap_left_out(str(root.relative_to(REPO)))
+    if not (root / ROOT_BASE.lstrip("/") / "pyvenv.cfg").is_file():  # its python links in the root
+        pytest.fail(f"{root} is missing: run scripts/bootstrap (make test does)")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.fail(f"{root} runs through chroot: run the tests as root")
+    for wheel in wheels:  # the root sees this checkout only
+        assert REPO in wheel.parents, f"{wheel} is outside {REPO}, which the root cannot see"
+    settings = {**env, "REPO": str(REPO), "BASE": ROOT_BASE}
+    proc = run(
+        [str(REPO / "scripts" / "in-root"), str(root), "env",
+         *(f"{key}={value}" for key, value in settings.items()), "bash", "-c", script],
+        timeout=1800,
+    )  # fmt: skip
+    check_line, _, tests = proc.stdout.partition("== tests\n")
+    out: dict[str, object] = json.loads(check_line.strip().splitlines()[-1])
+    summary = tests.strip().splitlines()[-1]
+    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", summary)}
+    assert not any(counts.get(k) for k in ("failed", "error", "errors")), tests[-6000:]
+    assert counts.get("passed", 0) > 0, tests[-3000:]
+    return out, summary
 
 
 def python_env(**overrides: str) -> dict[str, str]:

@@ -17,8 +17,18 @@ pytestmark = pytest.mark.integration
 def test_cibuildwheel_builds_repairs_and_tests_the_cpu_wheel_in_a_container() -> None:
     if os.geteuid() != 0:
         pytest.fail("podman runs rootful here: run the tests as root")
-    proc = run([str(REPO / "scripts" / "release-local"), "--variant", "cpu"], timeout=1800)
-    log = (REPO / "build" / "release-local" / "cpu.log").read_text(errors="replace")
+    # x86_64 alone: the aarch64 job (emulated, about 10 min) is scripts/release-local's own.
+    proc = run(
+        [
+            str(REPO / "scripts" / "release-local"),
+            "--variant",
+            "cpu",
+            "--only",
+            "cp311-manylinux_x86_64",
+        ],
+        timeout=1800,
+    )
+    log = (REPO / "build" / "release-local" / "cpu-x86_64.log").read_text(errors="replace")
     # cibuildwheel's own steps, in the container, from the generated file.
     assert (
         "cibuildwheel --only cp311-manylinux_x86_64 --config-file ci/cibuildwheel/cpu.toml"

@@ -311,7 +311,7 @@ def test_each_os_section_is_its_platform_modules_and_its_backends(variant: str) 
                 assert section["environment"][key] == value
     if variant == "cu13":
         assert config["linux"]["environment"]["PTKIT_CUDA_ROOT"] == (
-            "/opt/ptkit-toolkit/lib/python3.12/site-packages/nvidia/cu13"
+            "/opt/ptkit-toolkit/lib/python3.11/site-packages/nvidia/cu13"
         )
 
 

@@ -53,10 +53,11 @@ class LinuxPlatform(Platform):
             "manylinux-aarch64-image",
         ),
     )  # fmt: skip
-    # A venv of the manylinux image's CPython 3.12, like scripts/bootstrap's .toolchains/.
+    # A venv of CPython 3.11, which manylinux images and scripts/release-local's image both
+    # have, like scripts/bootstrap's .toolchains/ (the toolkit needs no particular Python).
     toolkit_dir = "/opt/ptkit-toolkit"
-    toolkit_site = "/opt/ptkit-toolkit/lib/python3.12/site-packages"
-    toolkit_python = "/opt/python/cp312-cp312/bin/python"
+    toolkit_site = "/opt/ptkit-toolkit/lib/python3.11/site-packages"
+    toolkit_python = "/opt/python/cp311-cp311/bin/python"
     _native_pattern = re.compile(r"\.so(\.\d+)*$")
     wheel_tag_prefixes = ("manylinux", "musllinux", "linux")
 
