@@ -80,11 +80,13 @@ emulation_ready() {
 # path signs with: the host's CA bundle as /etc/ssl/certs/host-ca-bundle.crt (scripts/in-root
 # points pip and OpenSSL at it). <dir> is made afresh; the caller moves it into place when it
 # is complete.
+# foreign_arch <Debian architecture>: true when this machine runs it only under emulation.
+foreign_arch() { [ "$1" != "$(dpkg --print-architecture)" ]; }
 debootstrap_version() { command -v debootstrap >/dev/null && debootstrap --version 2>/dev/null; }
 debian_root() {
   local suite=$1 packages=$2 dir=$3 arch=${4:-$(dpkg --print-architecture)} log=build/bootstrap/debootstrap-$1-${4:-native}.log
   apt_install "Debian's debootstrap" debootstrap_version "it makes the Debian $suite root $dir" debootstrap
-  [ "$arch" = "$(dpkg --print-architecture)" ] || emulation_ready "$arch"
+  ! foreign_arch "$arch" || emulation_ready "$arch"
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")" build/bootstrap
   if ! debootstrap --arch="$arch" --variant=minbase --include="$packages" "$suite" "$dir" http://deb.debian.org/debian >"$log" 2>&1; then

@@ -238,44 +238,17 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
 #endif
 }
 
-// One fp16 value, for the scalar tails: the same integer arithmetic as the vector
-// fallback above (no _Float16, which not every compiler has on every target).
-PTKIT_INLINE uint32_t float_bits(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-PTKIT_INLINE float bits_float(uint32_t b) {
-  float v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
+// One fp16 value, for the scalar tails: one lane of the vector conversions above, so a
+// value converts the same wherever in a row it sits, and no _Float16 is needed (GCC 12's
+// C++ has none on AArch64).
 PTKIT_INLINE float f16_to_float(uint16_t h) {
-  const uint32_t shifted_exp = 0x7c00u << 13;
-  uint32_t o = (h & 0x7fffu) << 13;
-  const uint32_t e = o & shifted_exp;
-  o += (127u - 15u) << 23;
-  if (e == shifted_exp) {
-    o += (128u - 16u) << 23;  // Inf / NaN
-  } else if (e == 0) {
-    o = float_bits(bits_float(o + (1u << 23)) - bits_float(113u << 23));  // zero / subnormal
-  }
-  return bits_float(o | (static_cast<uint32_t>(h & 0x8000u) << 16));
+  const uint16_t lanes[kWidth] = {h};
+  return load_f16(lanes)[0];
 }
 PTKIT_INLINE uint16_t float_to_f16(float v) {
-  const uint32_t bits = float_bits(v);
-  const uint32_t sign = bits & 0x80000000u;
-  const uint32_t a = bits ^ sign;
-  uint32_t o;
-  if (a >= ((127u + 16u) << 23)) {
-    o = a > (255u << 23) ? 0x7e00u : 0x7c00u;  // NaN : overflow to Inf
-  } else if (a < (113u << 23)) {
-    const float denorm_magic = bits_float(((127u - 15u) + (23u - 10u) + 1u) << 23);
-    o = float_bits(bits_float(a) + denorm_magic) - float_bits(denorm_magic);
-  } else {
-    o = (a - ((127u - 15u) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
-  }
-  return static_cast<uint16_t>(o | (sign >> 16));
+  uint16_t lanes[kWidth];
+  store_f16(lanes, splat(v));
+  return lanes[0];
 }
 
 // ---------------------------------------------------------------------------
