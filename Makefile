@@ -9,9 +9,14 @@ PY        := .venv/bin/python
 VARIANT   ?= cpu
 DIST      := dist/$(VARIANT)
 TOOLKIT   := dist/toolkit
+# The tests run in TEST_WORKERS pytest-xdist processes, one test file per process at a time
+# (its module fixtures, the projects it builds, are made once): most tests wait on one
+# single-threaded child (pip, a torch import, qemu), so two halve the time on two cores.
+TEST_WORKERS ?= 2
+XDIST     := -n $(TEST_WORKERS) --dist loadfile
 # The integration run names each test as it starts and its time when it took a second or
-# more (tests/conftest.py), then the slowest ten.
-INTEGRATION_ARGS ?= -v --durations=10
+# more (tests/conftest.py), then the slowest twenty.
+INTEGRATION_ARGS ?= -v --durations=20
 
 .PHONY: venv toolkit wheel install demo test unit integration lint bench clean
 
@@ -38,7 +43,7 @@ demo: toolkit wheel
 
 # Unit tests run from the source tree: no wheel, seconds.
 unit: venv
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
 
 # See scripts/test: each phase with its time, and the summary at the end (also when a
 # phase fails). The cpu wheel is installed into .venv; the cu13 wheel (CUDA 13.5 from
@@ -52,7 +57,7 @@ integration: venv
 	PTKIT_TEST_TOOLKIT_WHEEL=$$(ls $(TOOLKIT)/ptkit-*.whl) PTKIT_TEST_WHEEL=$$(ls dist/cpu/ptkit_ops-*.whl) \
 		PTKIT_TEST_CU13_WHEEL=$$(ls dist/cu13/ptkit_ops-*.whl) \
 		PTKIT_TEST_ROCM_WHEEL=$$(ls dist/rocm7.14/ptkit_ops-*.whl) \
-		$(PY) -m pytest tests/integration tests/device $(INTEGRATION_ARGS) $(PYTEST_ARGS)
+		$(PY) -m pytest tests/integration tests/device $(XDIST) $(INTEGRATION_ARGS) $(PYTEST_ARGS)
 
 lint: venv
 	$(PY) -m ruff check src tests benchmarks

@@ -27,11 +27,12 @@ COUNTED = {"passed": "passed", "failed": "failed", "error": "errors", "skipped":
 
 
 class _Clock:
-    """When the session and the running test started, and each test's setup time."""
+    """When the session and the running tests started (several at once under pytest-xdist),
+    and each test's setup time."""
 
     def __init__(self) -> None:
         self.session_started = time.monotonic()
-        self.test: tuple[str, float] | None = None  # (nodeid, start)
+        self.running: dict[str, float] = {}  # nodeid: start
         self.setup_seconds: dict[str, float] = {}
 
 
@@ -46,26 +47,24 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
-    _clock.test = (nodeid, time.monotonic())
+    _clock.running[nodeid] = time.monotonic()
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
-    _clock.test = None
+    _clock.running.pop(nodeid, None)
 
 
 def _watch(reporter: pytest.TerminalReporter) -> None:
-    """Every few seconds: is one test running for another whole minute? Then say so, so
+    """Every few seconds: is a test running for another whole minute? Then say so, so
     that a long build or install inside a test is not mistaken for a hang."""
-    said: tuple[str, int] | None = None
+    said: dict[str, int] = {}
     while True:
         time.sleep(2)
-        current = _clock.test
-        if current is None:
-            continue
-        minutes = int((time.monotonic() - current[1]) // STILL_RUNNING_EVERY)
-        if minutes >= 1 and said != (current[0], minutes):
-            said = (current[0], minutes)
-            reporter.write_line(f"    … still running after {minutes} min: {current[0]}")
+        for nodeid, start in list(_clock.running.items()):
+            minutes = int((time.monotonic() - start) // STILL_RUNNING_EVERY)
+            if minutes >= 1 and said.get(nodeid) != minutes:
+                said[nodeid] = minutes
+                reporter.write_line(f"    … still running after {minutes} min: {nodeid}")
 
 
 def pytest_report_teststatus(

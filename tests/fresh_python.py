@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
+from filelock import FileLock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import REPO, env_holding_packages_of, fresh_venv, python_env, run
@@ -58,21 +59,31 @@ def wheelhouse_requirements() -> list[str]:
 
 def wheelhouse(toolkit_wheel: Path) -> Path:
     """The wheelhouse (see the module docstring), downloaded when missing or stale."""
-    wanted = wheelhouse_requirements()
-    stamp = WHEELHOUSE / ".requirements.sha256"
-    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()
-    if stamp.is_file() and stamp.read_text() == digest:
-        return WHEELHOUSE
-    shutil.rmtree(WHEELHOUSE, ignore_errors=True)
-    run(
-        [sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELHOUSE),
-         "--find-links", str(toolkit_wheel.parent), *wanted],
-        timeout=1800,
-    )  # fmt: skip
-    for own in WHEELHOUSE.glob("ptkit-*.whl"):
+    folder = downloaded(
+        WHEELHOUSE, wheelhouse_requirements(), ["--find-links", str(toolkit_wheel.parent)]
+    )
+    for own in folder.glob("ptkit-*.whl"):
         own.unlink()  # the toolkit under test comes from dist/toolkit only
-    stamp.write_text(digest)
-    return WHEELHOUSE
+    return folder
+
+
+def downloaded(folder: Path, wanted: list[str], pip_args: list[str]) -> Path:
+    """``folder`` holding ``wanted`` as wheels, ``pip download``-ed when missing or stale
+    (a sha256 stamp of the list). A file lock makes the tests that share a folder under
+    pytest-xdist wait for one download instead of each deleting the other's."""
+    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(folder.with_name(folder.name + ".lock")):
+        stamp = folder / ".requirements.sha256"
+        if stamp.is_file() and stamp.read_text() == digest:
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)
+        run(
+            [sys.executable, "-m", "pip", "download", "-q", "-d", str(folder), *pip_args, *wanted],
+            timeout=1800,
+        )
+        stamp.write_text(digest)
+    return folder
 
 
 def _closure(name: str) -> list[importlib.metadata.Distribution]:

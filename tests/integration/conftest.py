@@ -27,3 +27,21 @@ def torch213(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> P
     """A venv with torch 2.13 (.venv-torch213's) and ptkit[build]: it builds torch-mode
     projects for torch 2.13 (made once for the session)."""
     return build_python_213(tmp_path_factory.mktemp("torch213") / "venv", toolkit_wheel)
+
+
+# The files that take longest (minutes each in make test's integration run), started first:
+# with one file per pytest-xdist worker at a time, a long file left for the end would keep
+# one worker busy while the other sits idle.
+LONGEST_FIRST = (
+    "test_linux_aarch64.py",
+    "test_release_local.py",
+    "test_torch_abi.py",
+    "test_cpython315.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.path.name, len(rank))
+    )  # stable: the rest as collected

@@ -16,7 +16,6 @@ The doctor names a build made for another torch, without importing torch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
@@ -30,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fresh_python import TORCH213, build_index, serve_folder, torch_env
+from fresh_python import TORCH213, build_index, downloaded, serve_folder, torch_env
 from support import REPO, python_env, run
 
 from ptkit.release.pipeline.prerequisites import build_environment_requirements
@@ -57,22 +56,14 @@ print(json.dumps({"torch": torch.__version__, "version": torchmode_ops.__version
 
 def _wheelhouse() -> Path:
     """torch 2.13 (the recipe's torch build, beside PyPI's) and the build environment's
-    other requirements as wheels, downloaded when missing or stale (a sha256 stamp)."""
-    wanted = ["torch==2.13.*", *build_environment_requirements()]
-    stamp = WHEELHOUSE / ".requirements.sha256"
-    digest = hashlib.sha256("\n".join(wanted).encode()).hexdigest()
-    if stamp.is_file() and stamp.read_text() == digest:
-        return WHEELHOUSE
-    shutil.rmtree(WHEELHOUSE, ignore_errors=True)
+    other requirements as wheels, downloaded when missing or stale."""
     # --retries 1: an unreachable torch index costs seconds, not minutes (pip then takes
     # torch from the indexes and find-links it is configured with).
-    run(
-        [sys.executable, "-m", "pip", "download", "-q", "--retries", "1", "-d", str(WHEELHOUSE),
-         "--extra-index-url", TORCH_INDEX, *wanted],
-        timeout=1800,
-    )  # fmt: skip
-    stamp.write_text(digest)
-    return WHEELHOUSE
+    return downloaded(
+        WHEELHOUSE,
+        ["torch==2.13.*", *build_environment_requirements()],
+        ["--retries", "1", "--extra-index-url", TORCH_INDEX],
+    )
 
 
 @pytest.fixture(scope="module")

@@ -143,6 +143,27 @@ def test_console_scripts_follow_the_environment_to_its_final_folder(tmp_path: Pa
     assert other.read_text() == f"VIRTUAL_ENV={partial}\n"
 
 
+def test_console_scripts_over_the_shebang_limit_follow_the_environment_too(
+    tmp_path: Path,
+) -> None:
+    """pip writes a /bin/sh header where the interpreter's path is over 127 bytes (a deep
+    cache folder: pytest-xdist's popen-gw0/ made one so in make test)."""
+    deep = tmp_path / ("d" * 120)
+    partial, final = deep / ".partial-torch2.13-cpu-abc", deep / "torch2.13-cpu"
+    (partial / "bin").mkdir(parents=True)
+    (partial / "bin" / "python").symlink_to(sys.executable)
+    header = "#!/bin/sh\n'''exec' '{}/bin/python' \"$0\" \"$@\"\n' '''\n"
+    body = "import sys\nprint(sys.argv[0])  # bin/python of the partial folder\n"
+    (partial / "bin" / "auditwheel").write_text(header.format(partial) + body)
+    (partial / "bin" / "auditwheel").chmod(0o755)
+    toolchains._move_scripts(partial, final)
+    partial.rename(final)
+    moved = final / "bin" / "auditwheel"
+    assert moved.read_text() == header.format(final) + body
+    ran = subprocess.run([moved], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0 and ran.stdout.strip() == str(moved), ran.stderr
+
+
 # --- ptkit build in the build Python ------------------------------------------------------------
 
 

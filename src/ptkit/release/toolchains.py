@@ -292,16 +292,27 @@ def _site_packages(venv: Path) -> Path | None:
     return found[-1] if found else None
 
 
+# pip names a console script's interpreter in its header: the first line
+# (`#!<venv>/bin/python`) or, where that path is longer than the kernel's 127-byte `#!`
+# limit, a `#!/bin/sh` line and an `exec '<venv>/bin/python' "$0" "$@"` line.
+_SCRIPT_HEADER_LINES = 3
+
+
 def _move_scripts(venv: Path, final: Path) -> None:
-    """Point the console scripts of ``venv`` (``bin/*``, first line ``#!<venv>/bin/python``)
-    at the interpreter it will have once renamed to ``final``."""
-    old, new = f"#!{venv}/".encode(), f"#!{final}/".encode()
+    """Point the console scripts of ``venv`` (``bin/*``) at the interpreter it will have
+    once renamed to ``final``: ``<venv>/bin/`` in their header becomes ``<final>/bin/``
+    (``final`` is shorter than the hidden partial name: a first line under the limit
+    stays under it)."""
+    old, new = f"{venv}/bin/".encode(), f"{final}/bin/".encode()
     for script in (venv / "bin").iterdir():
         if script.is_symlink() or not script.is_file():
             continue
         data = script.read_bytes()
-        if data.startswith(old):
-            script.write_bytes(new + data[len(old) :])
+        if not data.startswith(b"#!"):
+            continue  # not a script
+        lines = data.split(b"\n", _SCRIPT_HEADER_LINES)
+        head = [line.replace(old, new) for line in lines[:_SCRIPT_HEADER_LINES]]
+        script.write_bytes(b"\n".join(head + lines[_SCRIPT_HEADER_LINES:]))
 
 
 def install_build_environment(
