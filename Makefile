@@ -12,8 +12,10 @@ TOOLKIT   := dist/toolkit
 # The tests run in TEST_WORKERS pytest-xdist processes, one test file per process at a time
 # (its module fixtures, the projects it builds, are made once): most tests wait on one
 # single-threaded child (pip, a torch import, qemu), so two halve the time on two cores.
+# Files go out in collection order (tests/integration/conftest.py puts the longest first),
+# not xdist's default of the most tests first, which left the one-test emulated builds last.
 TEST_WORKERS ?= 2
-XDIST     := -n $(TEST_WORKERS) --dist loadfile
+XDIST     := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # The integration run names each test as it starts and its time when it took a second or
 # more (tests/conftest.py), then the slowest twenty.
 INTEGRATION_ARGS ?= -v --durations=20

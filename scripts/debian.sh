@@ -83,10 +83,16 @@ emulation_ready() {
 # foreign_arch <Debian architecture>: true when this machine runs it only under emulation.
 foreign_arch() { [ "$1" != "$(dpkg --print-architecture)" ]; }
 debootstrap_version() { command -v debootstrap >/dev/null && debootstrap --version 2>/dev/null; }
+# debian_root_tools <arch>: debootstrap, and emulation for a foreign <arch> (apt: run it
+# where no other apt runs; debian_root does, and a caller that makes a root in the
+# background runs it first).
+debian_root_tools() {
+  apt_install "Debian's debootstrap" debootstrap_version "it makes the Debian roots" debootstrap
+  ! foreign_arch "$1" || emulation_ready "$1"
+}
 debian_root() {
   local suite=$1 packages=$2 dir=$3 arch=${4:-$(dpkg --print-architecture)} log=build/bootstrap/debootstrap-$1-${4:-native}.log
-  apt_install "Debian's debootstrap" debootstrap_version "it makes the Debian $suite root $dir" debootstrap
-  ! foreign_arch "$arch" || emulation_ready "$arch"
+  debian_root_tools "$arch"
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")" build/bootstrap
   if ! debootstrap --arch="$arch" --variant=minbase --include="$packages" "$suite" "$dir" http://deb.debian.org/debian >"$log" 2>&1; then
