@@ -226,16 +226,34 @@ def _own_search_path() -> list[str]:
     return [p for p in sys.path if os.path.abspath(p or ".") not in added - own]
 
 
-def locate_torch() -> TorchInstall:
-    """The torch this Python would import, found without importing it; ``LookupError``
-    with the fix when there is none."""
-    spec = importlib.machinery.PathFinder.find_spec("torch", _own_search_path())
-    if spec is None or not spec.submodule_search_locations:
-        raise LookupError("torch is not installed in this Python: pip install 'torch>=2.10'")
+TARGET_TORCH_FIX = (
+    "point PTKIT_TARGET_TORCH at the torch folder of the target platform's wheel, unpacked: "
+    "pip download --no-deps --only-binary=:all: --platform <tag> torch==<version> -d wheels; "
+    "python -m zipfile -e wheels/torch-*.whl target-torch (then PTKIT_TARGET_TORCH="
+    "target-torch/torch)"
+)
+
+
+def locate_torch(target: Path | None = None) -> TorchInstall:
+    """The torch a build compiles against, read from its files without importing it:
+    ``target``, a torch package folder of another platform (a cross build's:
+    ``PTKIT_TARGET_TORCH``), else the one this Python would import; ``LookupError`` with
+    the fix when there is none."""
+    if target is not None:
+        root = target
+        if not (root / "version.py").is_file() or not (root / "include").is_dir():
+            raise LookupError(
+                f"PTKIT_TARGET_TORCH={root} is not a torch package folder (expected "
+                f"version.py and include/ in it): {TARGET_TORCH_FIX}"
+            )
+    else:
+        spec = importlib.machinery.PathFinder.find_spec("torch", _own_search_path())
+        if spec is None or not spec.submodule_search_locations:
+            raise LookupError("torch is not installed in this Python: pip install 'torch>=2.10'")
+        root = Path(next(iter(spec.submodule_search_locations)))
     # The doctor's reading of the C++ ABI from torch's files, the one there is.
     from ptkit.doctor.probes.torch_install import cxx11_abi
 
-    root = Path(next(iter(spec.submodule_search_locations)))
     text = (root / "version.py").read_text(encoding="utf-8")
     config = root / "share" / "cmake" / "Torch" / "TorchConfig.cmake"
     standard = re.search(r"CXX_STANDARD\s+(\d+)", config.read_text()) if config.is_file() else None
@@ -252,13 +270,14 @@ def locate_torch() -> TorchInstall:
 def main(argv: list[str] | None = None) -> int:
     """``python -m ptkit.torch_abi``, for CMake (one ``KEY=value`` a line):
 
-    ``locate``: ``ROOT``, ``VERSION``, ``CUDA``, ``HIP``, ``CXX11_ABI`` (1, 0 or empty),
+    ``locate [--target FOLDER]``: ``ROOT``, ``VERSION``, ``CUDA``, ``HIP``, ``CXX11_ABI`` (1, 0 or empty),
     ``CXX_STANDARD``. ``check ABI`` (exit 1 with the message for a bad mode).
     ``includes ABI SOURCE…``: ``PROBLEMS=…`` (a CMake list). ``guards ABI FOLDER``:
     writes the guard headers."""
     parser = argparse.ArgumentParser(prog="python -m ptkit.torch_abi")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("locate")
+    locate = commands.add_parser("locate")
+    locate.add_argument("--target", type=Path, default=None)
     check = commands.add_parser("check")
     check.add_argument("abi")
     check.add_argument("--where", default="ABI")
@@ -271,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "locate":
-            torch = locate_torch()
+            torch = locate_torch(args.target)
             cxx11 = "" if torch.cxx11_abi is None else str(int(torch.cxx11_abi))
             print(f"ROOT={torch.root.as_posix()}\nVERSION={torch.version}\nCUDA={torch.cuda}")
             print(f"HIP={torch.hip}\nCXX11_ABI={cxx11}\nCXX_STANDARD={torch.cxx_standard}")

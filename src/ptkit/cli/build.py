@@ -9,6 +9,7 @@ import click
 
 from ptkit.cli.failures import CommandMisused
 from ptkit.cli.options import SuggestingChoice, WritableFolder, source_option
+from ptkit.cross import CROSS_TARGETS
 
 if TYPE_CHECKING:
     from ptkit.recipes.torch_builds import TorchMinor
@@ -95,6 +96,14 @@ def _variant_problem(variant: str, source: Path) -> str | None:
     "--torch: this Python when its torch is that minor, else ptkit's build environment for "
     "it (installed into ptkit's cache on first use). Env: PTKIT_BUILD_PYTHON.",
 )
+@click.option(
+    "--platform",
+    "cross_platform",
+    type=SuggestingChoice(sorted(CROSS_TARGETS)),
+    default=None,
+    help="Cross-build for that release platform with zig against its own torch (a compile "
+    "and link proof: audited, not repaired or smoke-tested). Default: this machine's.",
+)
 def build(
     variant: str,
     source: Path,
@@ -104,6 +113,7 @@ def build(
     compiler_cache: str,
     torch_minors: tuple[str, ...],
     build_python: Path | None,
+    cross_platform: str | None,
 ) -> None:
     """Build one variant's wheel here as the release does: build, repair, audit, smoke, dist.
 
@@ -130,6 +140,11 @@ def build(
         raise CommandMisused(problem)
     repo = source.resolve()
     minors = _torch_minors(variant, repo, torch_minors)
+    if cross_platform is not None and (minors or build_python is not None):
+        raise CommandMisused(
+            "ptkit build: --platform builds with this Python against the target's torch of "
+            "the same version; it does not combine with --torch or --build-python"
+        )
 
     from ptkit.release.pipeline import run_pipeline
 
@@ -143,6 +158,7 @@ def build(
             require_backend=not allow_missing_backend,
             compiler_cache=compiler_cache,
             echo=click.echo,
+            cross_platform=cross_platform,
         )
         return
     for minor in minors or (None,):
@@ -211,6 +227,7 @@ def _build_with(
     allow_missing_backend: bool,
     compiler_cache: str,
     build_python: Path | None,
+    cross_platform: str | None,
 ) -> None:
     """One build (for torch ``minor``; None: of the build Python's torch, or the stable
     one): here when this Python is the build Python, else ``ptkit build`` run there."""

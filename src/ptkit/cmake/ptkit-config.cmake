@@ -16,7 +16,7 @@
 #   ptkit_add_metal_kernels(myext_metal SOURCES kernels.metal NAMESPACE myext …)
 #
 # The opinionated calls, one per kind of backend:
-#   ptkit_add_kernel_library(BACKEND cpu|cuda|hip|xpu)   a C++ library (MODULE)
+#   ptkit_add_kernel_library(BACKEND cpu|cuda|hip|xpu)   a C++ library (MODULE; SHARED on macOS)
 #   ptkit_add_metal_kernels()                            a .metallib or the .metal sources
 # and the small functions they are made of:
 #   ptkit_enable_backend()  ptkit_read_recipe()
@@ -188,7 +188,7 @@ function(ptkit_add_kernel_library name)
   set(audit "")
   set(error "")
   set(target_lists "")
-  add_library(${name} MODULE)
+  add_library(${name} ${PTKIT_LIBRARY_TYPE})
   target_include_directories(${name} PRIVATE ${arg_INCLUDE_DIRS})
   _ptkit_library_arguments()
   _ptkit_bind_torch()
@@ -245,7 +245,7 @@ macro(_ptkit_library_arguments)
   target_link_libraries(${name} PRIVATE ${arg_LINK_LIBRARIES})
   if(arg_REQUIRES_ISA)
     _ptkit_python_fields(requires_ requires_error -m ptkit.platforms requires-isa
-                         "${CMAKE_SYSTEM_PROCESSOR}" "${CMAKE_CXX_COMPILER_ID}" ${arg_REQUIRES_ISA})
+                         "${CMAKE_SYSTEM_PROCESSOR}" "${PTKIT_COMPILER_ID}" ${arg_REQUIRES_ISA})
     if(requires_error)
       message(FATAL_ERROR "${fn}: ${requires_error}")
     endif()

@@ -20,13 +20,13 @@ function(ptkit_target_cpu_isa target)
     message(FATAL_ERROR "${fn}: no target named ${target}: add_library(${target} MODULE …) first")
   endif()
   _ptkit_python_fields(isa_ error -m ptkit.platforms isa-flags "${CMAKE_SYSTEM_NAME}"
-                       "${CMAKE_SYSTEM_PROCESSOR}" "${CMAKE_CXX_COMPILER_ID}" ${arg_ISA})
+                       "${CMAKE_SYSTEM_PROCESSOR}" "${PTKIT_COMPILER_ID}" ${arg_ISA})
   if(error)
     message(FATAL_ERROR "${fn}: ${error}")
   endif()
   foreach(isa IN LISTS isa_SKIPPED)
     message(STATUS "ptkit: ${target}: CPU ISA level ${isa} does not apply to "
-                   "${CMAKE_SYSTEM_PROCESSOR} with ${CMAKE_CXX_COMPILER_ID}; skipped")
+                   "${CMAKE_SYSTEM_PROCESSOR} with ${PTKIT_COMPILER_ID}; skipped")
   endforeach()
   get_target_property(standard ${target} CXX_STANDARD)
   set(built "")
@@ -43,8 +43,10 @@ function(ptkit_target_cpu_isa target)
     target_compile_features(${obj} PRIVATE cxx_std_17)
     target_compile_definitions(${obj} PRIVATE "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>"
                                PTKIT_CPU_ISA=${ns} "PTKIT_CPU_ISA_NAME=\"${isa}\"")
-    target_compile_options(${obj} PRIVATE "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>" ${flags}
-                           "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.")
+    target_compile_options(${obj} PRIVATE "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>" ${flags})
+    if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+      target_compile_options(${obj} PRIVATE "-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.")
+    endif()
     set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON
                           CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
     if(standard)

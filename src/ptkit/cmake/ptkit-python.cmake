@@ -67,6 +67,15 @@ set(PTKIT_BACKENDS ${_PTKIT_BACKENDS_NAMES})
 set(PTKIT_CACHED_TOOLKIT_BACKENDS ${_PTKIT_BACKENDS_CACHED})
 list(JOIN PTKIT_BACKENDS ", " PTKIT_BACKENDS_TEXT)
 
+# What a kernel library is on the target system (ptkit.platforms: PTKIT_LIBRARY_TYPE,
+# _PREFIX, _SUFFIX), and the compiler as ptkit.platforms names its flags' dialect: a
+# cross toolchain file of ptkit.cross sets PTKIT_COMPILER_ID to Zig (CMake calls zig's
+# clang Clang, whose -march zig refuses); else CMake's compiler id.
+_ptkit_python_tool(PTKIT_LIBRARY_ "ptkit" -m ptkit.platforms library "${CMAKE_SYSTEM_NAME}")
+if(NOT PTKIT_COMPILER_ID)
+  set(PTKIT_COMPILER_ID "${CMAKE_CXX_COMPILER_ID}")
+endif()
+
 # ptkit_read_recipe(<variant> [RECIPES_DIR <dir>])
 # Sets PTKIT_RECIPE_<FIELD> in the caller for every field of <dir>/<variant>.toml
 # (python -m ptkit.recipes cmake, generated from ptkit.recipes.model): the [variant]

@@ -6,8 +6,18 @@ include_guard(GLOBAL)
 # Where torch is and what it was built with: ROOT, VERSION, CUDA, HIP, CXX11_ABI (1, 0 or
 # empty where libstdc++'s choice does not apply), CXX_STANDARD (what torch's own CMake
 # config asks of its users), as PTKIT_TORCH_<KEY>.
-_ptkit_python_tool(PTKIT_TORCH_ "ptkit: cannot locate torch with ${Python_EXECUTABLE}"
-                   -m ptkit.torch_abi locate)
+# A cross build names the target platform's torch (an unpacked wheel's torch folder: its
+# headers and libtorch_cpu.dylib or torch_cpu.lib), since the build Python's is this
+# machine's; empty: the build Python's torch.
+set(PTKIT_TARGET_TORCH "$ENV{PTKIT_TARGET_TORCH}" CACHE PATH
+    "torch package folder of the target platform (cross builds); empty: the build Python's torch")
+if(PTKIT_TARGET_TORCH)
+  _ptkit_python_tool(PTKIT_TORCH_ "ptkit: cannot use the target torch"
+                     -m ptkit.torch_abi locate --target "${PTKIT_TARGET_TORCH}")
+else()
+  _ptkit_python_tool(PTKIT_TORCH_ "ptkit: cannot locate torch with ${Python_EXECUTABLE}"
+                     -m ptkit.torch_abi locate)
+endif()
 set(PTKIT_TORCH_INCLUDE_DIR "${PTKIT_TORCH_ROOT}/include")
 # The classic C++ API's second include folder (torch/all.h, torch/torch.h).
 set(PTKIT_TORCH_API_INCLUDE_DIR "${PTKIT_TORCH_INCLUDE_DIR}/torch/csrc/api/include")
@@ -44,15 +54,20 @@ function(_ptkit_abi_guards target abi)
 endfunction()
 
 # _ptkit_torch_library_common(<target>): what every kernel library needs, whatever its
-# ABI: hidden visibility, a lib prefix, link-time failure on a missing symbol,
-# reproducible file names in the binary, no RPATH.
+# ABI: hidden visibility, the platform's file name (libx.so, libx.dylib, x.dll), link-time
+# failure on a missing symbol, reproducible file names in the binary, no RPATH.
 function(_ptkit_torch_library_common target)
   set_target_properties(${target} PROPERTIES
-    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON PREFIX "lib")
+    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+    PREFIX "${PTKIT_LIBRARY_PREFIX}" SUFFIX "${PTKIT_LIBRARY_SUFFIX}")
   target_link_libraries(${target} PRIVATE "${PTKIT_TORCH_CPU_LIBRARY}")
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     # Fail at link time on a missing symbol rather than at dlopen on a user's machine.
     target_link_options(${target} PRIVATE "LINKER:--no-undefined" "LINKER:--as-needed")
+  elseif(APPLE)
+    # The same on macOS (ld64's default for a dylib, said once here); torch's libraries
+    # are found through the loading process's @rpath, never a build machine's path.
+    target_link_options(${target} PRIVATE "LINKER:-undefined,error")
   endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     # Reproducible objects: no build-directory paths in the binary.

@@ -11,6 +11,10 @@
     The compiler flags of the CPU ISA levels a whole library requires
     (``REQUIRES_ISA``, :mod:`ptkit.platforms.required_isa`): ``LEVELS=…`` and
     ``FLAGS=…`` (all of them, in order). An unknown level exits 1 with the known ones.
+``library SYSTEM``
+    What a kernel library is on that system (CMake's ``CMAKE_SYSTEM_NAME``): ``TYPE=``
+    (CMake's library type), ``PREFIX=`` and ``SUFFIX=`` (its file name around the target's).
+
 ``cpu-features``
     What this machine's CPU reports: ``PROCESSOR=…``, ``FEATURES=…`` (or ``UNKNOWN=…``, why).
 
@@ -23,7 +27,7 @@ import argparse
 import sys
 
 from ptkit.platforms import PLATFORMS, platform_for_system, this_cpu
-from ptkit.platforms.base import Platform
+from ptkit.platforms.base import Platform, dialect_flags
 from ptkit.platforms.required_isa import required_isa
 
 
@@ -40,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     requires.add_argument("compiler_id")
     requires.add_argument("levels", nargs="+")
     commands.add_parser("cpu-features")
+    library = commands.add_parser("library")
+    library.add_argument("system")
     args = parser.parse_args(argv)
     if args.command == "requires-isa":
         return _requires_isa(args.processor, args.compiler_id, args.levels)
@@ -59,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.command == "library":
+        print(f"TYPE={platform.library_type}")
+        print(f"PREFIX={platform.library_prefix}")
+        print(f"SUFFIX={platform.library_suffix}")
+        return 0
     try:
         builds, skipped = platform.isa_builds(args.levels, args.processor, args.compiler_id)
     except ValueError as exc:
@@ -77,7 +88,15 @@ def _requires_isa(processor: str, compiler_id: str, levels: list[str]) -> int:
     try:
         for name in levels:
             level = required_isa(name, processor)
-            flags += [flag for flag in level.flags.get(dialect, ()) if flag not in flags]
+            found = dialect_flags(level.flags, dialect)
+            if found is None:
+                print(
+                    f"ptkit: the CPU ISA level {name} has no flags for the {dialect} compiler "
+                    "dialect: build it with GCC or Clang, or without REQUIRES_ISA",
+                    file=sys.stderr,
+                )
+                return 1
+            flags += [flag for flag in found if flag not in flags]
     except ValueError as exc:
         print(f"ptkit: {exc}", file=sys.stderr)
         return 1

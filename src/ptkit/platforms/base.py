@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-__all__ = ["CpuFacts", "IsaLevel", "Platform", "ReleasePlatform"]
+__all__ = ["CpuFacts", "IsaLevel", "Platform", "ReleasePlatform", "dialect_flags"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +50,7 @@ class IsaLevel:
     name: str
     """``x86-64-v3``; ``default`` is the baseline of every CPU of the architecture."""
     flags: dict[str, tuple[str, ...]]
-    """Compiler dialect (``gnu``: GCC and Clang, ``msvc``) -> its flags for the level."""
+    """Compiler dialect (``gnu``: GCC and Clang, ``msvc``, ``zig``) -> its flags for the level."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +75,10 @@ class Platform:
     library_prefix: ClassVar[str] = "lib"
     library_suffix: ClassVar[str]
     """What a native kernel library (CMake target ``ptkit_cpu``) is called: ``libptkit_cpu.so``."""
+    library_type: ClassVar[str] = "MODULE"
+    """CMake's library type for a kernel library: ``MODULE`` (loaded with dlopen, never
+    linked against) where that is an ordinary shared library; ``SHARED`` where CMake's
+    ``MODULE`` is something else (a macOS bundle, linked with ``-bundle``)."""
     repair_tool: ClassVar[str]
     """The tool that makes a built wheel portable (``auditwheel``, ``delocate``, ``delvewheel``)."""
     repair_note: ClassVar[str] = ""
@@ -108,8 +112,9 @@ class Platform:
         raise NotImplementedError
 
     def compiler_dialect(self, compiler_id: str) -> str:
-        """``gnu`` or ``msvc`` for CMake's ``CMAKE_CXX_COMPILER_ID``."""
-        return "msvc" if compiler_id == "MSVC" else "gnu"
+        """``gnu``, ``msvc`` or ``zig`` for CMake's ``CMAKE_CXX_COMPILER_ID`` (``Zig``:
+        ``PTKIT_COMPILER_ID``, set by ptkit's cross toolchain files, :mod:`ptkit.cross`)."""
+        return _DIALECTS.get(compiler_id, "gnu")
 
     def isa_levels(self, processor: str) -> tuple[IsaLevel, ...]:
         """The ISA levels of a processor (CMake's ``CMAKE_SYSTEM_PROCESSOR``), best first,
@@ -135,7 +140,7 @@ class Platform:
         skipped: list[str] = []
         for name in dict.fromkeys([*(lv for lv in levels if lv != "default"), "default"]):
             level = available.get(name)
-            flags = level.flags.get(dialect) if level is not None else None
+            flags = dialect_flags(level.flags, dialect) if level is not None else None
             if level is None or flags is None or (not flags and name != "default"):
                 skipped.append(name)
             else:
@@ -204,15 +209,47 @@ class Platform:
         return shlex.quote(argument)
 
 
+_DIALECTS = {"MSVC": "msvc", "Zig": "zig"}
+
+
+def dialect_flags(flags: dict[str, tuple[str, ...]], dialect: str) -> tuple[str, ...] | None:
+    """A level's flags for ``dialect``; None when it has none. zig's driver is clang's,
+    but it takes a CPU only as ``-mcpu=<zig name>`` (it refuses ``-march``/``-mtune``):
+    a level says its zig flags, and the single-feature ``-m`` flags are clang's."""
+    if dialect == "zig" and "zig" not in flags:
+        found = flags.get("gnu")
+        return (
+            found
+            if found is None or not any(f.startswith(("-march", "-mtune")) for f in found)
+            else None
+        )
+    return flags.get(dialect)
+
+
 _X86_64_LEVELS = (
     IsaLevel(
-        "x86-64-v4", {"gnu": ("-march=x86-64-v4", "-mtune=generic"), "msvc": ("/arch:AVX512",)}
+        "x86-64-v4",
+        {
+            "gnu": ("-march=x86-64-v4", "-mtune=generic"),
+            "msvc": ("/arch:AVX512",),
+            "zig": ("-mcpu=x86_64_v4",),
+        },
     ),
-    IsaLevel("x86-64-v3", {"gnu": ("-march=x86-64-v3", "-mtune=generic"), "msvc": ("/arch:AVX2",)}),
-    IsaLevel("x86-64-v2", {"gnu": ("-march=x86-64-v2", "-mtune=generic"), "msvc": ()}),
-    IsaLevel("default", {"gnu": (), "msvc": ()}),
+    IsaLevel(
+        "x86-64-v3",
+        {
+            "gnu": ("-march=x86-64-v3", "-mtune=generic"),
+            "msvc": ("/arch:AVX2",),
+            "zig": ("-mcpu=x86_64_v3",),
+        },
+    ),
+    IsaLevel(
+        "x86-64-v2",
+        {"gnu": ("-march=x86-64-v2", "-mtune=generic"), "msvc": (), "zig": ("-mcpu=x86_64_v2",)},
+    ),
+    IsaLevel("default", {"gnu": (), "msvc": (), "zig": ()}),
 )
-_BASELINE_ONLY = (IsaLevel("default", {"gnu": (), "msvc": ()}),)
+_BASELINE_ONLY = (IsaLevel("default", {"gnu": (), "msvc": (), "zig": ()}),)
 _PROCESSORS = {"x86_64": _X86_64_LEVELS, "amd64": _X86_64_LEVELS}
 
 

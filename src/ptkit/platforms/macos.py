@@ -1,8 +1,10 @@
 """macOS (Apple silicon): Mach-O dylibs, delocate, ``macosx_<version>_arm64`` tags.
 
-Filled in as far as the release configuration needs it; building, auditing (Mach-O load
-commands, ``@rpath``, minimum OS) and loading on macOS are not done yet: a Mach-O
-library is reported as not audited rather than passed unchecked.
+A kernel library is a ``SHARED`` dylib (CMake's ``MODULE`` on macOS is a bundle, linked
+with ``-bundle``, which zig's linker lacks and which torch does not need), audited by
+:mod:`ptkit.release.macho_audit`. The deployment target is the minimum macOS of the
+torch the wheel is built against: a dylib that links torch's cannot load on an older
+macOS than torch's own, and linking for an older one only earns linker warnings.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from typing import ClassVar
 
 from ptkit.platforms.base import Platform, ReleasePlatform
 
-__all__ = ["MacosPlatform"]
+__all__ = ["TORCH_MINIMUM_MACOS", "MacosPlatform"]
+
+TORCH_MINIMUM_MACOS = "14.0"
+"""The minimum macOS of torch's own arm64 wheels the release builds against: 14.0 for
+torch 2.12 to 2.15 (PyPI's file names, read 2026-12-03; 2.9 and 2.11 were 11.0). A cross
+build reads it from the target torch's ``libtorch_cpu.dylib`` instead (:mod:`ptkit.cross`)."""
 
 
 class MacosPlatform(Platform):
@@ -21,19 +28,19 @@ class MacosPlatform(Platform):
     system = "Darwin"
     binary_format = "Mach-O"
     library_suffix = ".dylib"
+    library_type = "SHARED"
     repair_tool = "delocate"
     repair_note = (
         "torch's libraries are not in the repair environment (the build's isolated\n"
         "environment held torch): they stay unresolved and uncopied, found at run time."
     )
     release_platforms = (
-        # 11.0: cibuildwheel's floor for arm64, and torch's own macOS wheels' tag.
         ReleasePlatform(
             "macosx_arm64", "macos", "arm64", ("arm64",), "darwin-arm64", "macosx_arm64",
-            "macos-15", "macosx_11_0_arm64",
+            "macos-15", f"macosx_{TORCH_MINIMUM_MACOS.replace('.', '_')}_arm64",
         ),
     )  # fmt: skip
-    build_environment: ClassVar[dict[str, str]] = {"MACOSX_DEPLOYMENT_TARGET": "11.0"}
+    build_environment: ClassVar[dict[str, str]] = {"MACOSX_DEPLOYMENT_TARGET": TORCH_MINIMUM_MACOS}
     _native_pattern = re.compile(r"\.(dylib|so)$")
     wheel_tag_prefixes = ("macosx",)
 

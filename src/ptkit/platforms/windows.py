@@ -1,8 +1,9 @@
 """Windows (x86-64): PE DLLs, delvewheel, ``win_amd64`` tags, MSVC's flags.
 
-Filled in as far as the release configuration needs it; building, auditing (PE imports
-and exports) and loading on Windows are not done yet: a PE library is reported as not
-audited rather than passed unchecked.
+A kernel library is ``ptkit_cpu.dll`` (no ``lib`` prefix, CMake's ``MODULE``), audited by
+:mod:`ptkit.release.pe_audit` (imported DLLs, exports, machine type). The loader adds
+torch's ``lib`` folder to the DLL search path (``os.add_dll_directory``) before loading
+one: Windows does not search the folder of an already-loaded DLL for its imports.
 """
 
 from __future__ import annotations

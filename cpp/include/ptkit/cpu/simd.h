@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ptkit/portability.h"
+
 #if (defined(__x86_64__) || defined(__i386__)) && \
     (defined(__F16C__) || defined(__FMA__) || defined(__AVX2__))
 #include <immintrin.h>
@@ -35,7 +37,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-#define PTKIT_INLINE inline __attribute__((always_inline))
 
 namespace ptkit::cpu::PTKIT_CPU_ISA::simd {
 

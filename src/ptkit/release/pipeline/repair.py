@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ptkit.platforms import current_platform
+from ptkit.platforms import current_platform, platform_for_wheel_tag
 from ptkit.recipes.model import Recipe
 from ptkit.release.elf_audit import LIBPYTHON
 from ptkit.release.pipeline._tools import find_tool, run_tool, tools_path
@@ -57,6 +57,13 @@ def repair_wheel(
 ) -> RepairedWheel:
     """Repair ``wheel`` of ``recipe``'s variant into ``out_dir`` (see the module docstring)."""
     platform = current_platform()
+    if platform_for_wheel_tag(platform_tag(wheel).split(".")[0]) is not platform:
+        return RepairedWheel(
+            wheel,
+            platform_tag(wheel),
+            "skipped: a cross build for another OS; the release repairs it there "
+            "(delocate on macOS, delvewheel on Windows)",
+        )
     if platform is None or platform.repair_tool != "auditwheel":
         where = platform.name if platform else "this system"
         tool = platform.repair_tool if platform else "a repair tool"

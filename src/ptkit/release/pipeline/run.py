@@ -28,6 +28,7 @@ from typing import TypeVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from ptkit.platforms import current_platform, platform_for_wheel_tag
 from ptkit.recipes.model import Recipe, RecipeError, load_recipe, recipe_path
 from ptkit.recipes.torch_builds import (
     TorchBuild,
@@ -42,7 +43,7 @@ from ptkit.release.pipeline.dist import publish
 from ptkit.release.pipeline.errors import BuildError
 from ptkit.release.pipeline.prerequisites import check_prerequisites
 from ptkit.release.pipeline.provision import provision_toolkit
-from ptkit.release.pipeline.repair import RepairedWheel, repair_wheel
+from ptkit.release.pipeline.repair import RepairedWheel, platform_tag, repair_wheel
 from ptkit.release.pipeline.smoke import smoke_test
 from ptkit.release.version_provider import ENV_TORCH, installed_torch
 
@@ -128,10 +129,18 @@ def finish_wheel(
         raise
 
 
+def _runs_here(wheel: Path) -> bool:
+    """Whether ``wheel`` is of this machine's OS (else a cross build: nothing of it runs here)."""
+    here = current_platform()
+    tag = platform_tag(wheel).split(".")[0]
+    return here is not None and (tag == "any" or platform_for_wheel_tag(tag) is here)
+
+
 def _finish(
     wheel: Path, recipe: Recipe, *, repo: Path, dist: Path, scratch: Path, steps: _Progress
 ) -> PipelineResult:
     env = _reproducible_env(repo)
+    native = _runs_here(wheel)
 
     def repair() -> tuple[RepairedWheel, str]:
         result = repair_wheel(wheel, recipe=recipe, out_dir=scratch / "repaired", env=env)
@@ -147,6 +156,11 @@ def _finish(
     steps.run("audit", audit)
 
     def smoke() -> tuple[None, str]:
+        if not native:
+            return None, (
+                f"skipped: {platform_tag(wheel)} code cannot run on this machine (a cross "
+                "build, a compile and link proof); the release smoke-tests it on that platform"
+            )
         result = smoke_test(repaired.wheel, recipe=recipe, project=repo, venv_dir=scratch / "venv")
         output = "\n".join(f"      {line}" for line in result.output.splitlines())
         return None, f"fresh venv, wheel installed with --no-deps; {result.command}\n{output}"
@@ -250,6 +264,24 @@ def _load(variant: str, repo: Path) -> Recipe:
         raise BuildError("build", variant, f"recipe: {exc}", fix) from exc
 
 
+def _cross_environment(
+    variant: str, platform: str, root: Path, echo: Callable[[str], None]
+) -> dict[str, str]:
+    from ptkit.cross import CrossError, prepare_cross_build
+
+    try:
+        cross = prepare_cross_build(platform, root, echo=echo)
+    except CrossError as exc:
+        raise BuildError(
+            "build", variant, str(exc), "do what the message says, then build again"
+        ) from exc
+    echo(
+        f"ptkit build: cross build for {platform} ({cross.wheel_tag}) with zig, against "
+        f"torch at {cross.torch}; a compile and link proof, not repaired or smoke-tested"
+    )
+    return cross.environment()
+
+
 def run_pipeline(
     variant: str,
     *,
@@ -260,6 +292,7 @@ def run_pipeline(
     compiler_cache: str = "auto",
     echo: Callable[[str], None] = print,
     torch: str | None = None,
+    cross_platform: str | None = None,
 ) -> PipelineResult:
     """All five stages for ``recipes/<variant>.toml`` of the project ``repo``.
 
@@ -267,6 +300,8 @@ def run_pipeline(
     cache and the scratch folder ``pipeline-<variant>``, which is kept on failure.
     ``torch`` (``"2.13"``): the torch minor a torch-mode recipe is built for, which must
     be this Python's; None: this Python's torch (or the stable build).
+    ``cross_platform`` (``macosx_arm64``, ``win_amd64``): a cross build for that release
+    platform (:mod:`ptkit.cross`), in ``<build root>/cross-<platform>/``.
     """
     root = (build_root or repo / "build").resolve()
     scratch: Path | None = None  # made once the build is known
@@ -275,6 +310,8 @@ def run_pipeline(
         this = _this_build(recipe, repo, torch)
         if this.torch is not None:
             root = root / this.torch.label
+        if cross_platform is not None:
+            root = root / f"cross-{cross_platform}"
         scratch = root / f"pipeline-{variant}"
         shutil.rmtree(scratch, ignore_errors=True)
         steps = _Progress(echo)
@@ -284,7 +321,10 @@ def run_pipeline(
         if this.torch is not None:
             env[ENV_TORCH] = str(this.torch)  # the version provider checks it again
         check_prerequisites(variant, STAGES, repo)
-        provision_toolkit(recipe, repo, echo=echo, required=require_backend)
+        if cross_platform is not None:
+            env.update(_cross_environment(variant, cross_platform, root, echo))
+        else:
+            provision_toolkit(recipe, repo, echo=echo, required=require_backend)
 
         def build() -> tuple[BuiltWheel, str]:
             built = build_wheel(
