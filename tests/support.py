@@ -90,6 +90,17 @@ def silu_error_bound(reference: torch.Tensor) -> torch.Tensor:
     return reference.abs().double() * 8 * UNIT_ROUNDOFF[torch.float32]
 
 
+def copy_working_tree(root: Path) -> Path:
+    """The working tree's files (tracked and untracked, not ignored), copied to ``root``:
+    a build from it cannot see an edit made meanwhile, nor write into the checkout."""
+    listed = run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"])
+    for name in filter(None, listed.stdout.split("\0")):
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    return root
+
+
 def run(
     cmd: list[str],
     *,

@@ -229,7 +229,7 @@ def prepare_cross_build(
             f"{', '.join(CROSS_TARGETS)} (the Linux platforms build natively or in containers)"
         )
     try:
-        import ziglang  # noqa: F401  (the compiler: a module run with python -m ziglang)
+        import ziglang  # type: ignore[import-untyped]  # noqa: F401  (run as python -m ziglang)
     except ImportError as exc:
         raise CrossError(
             f"a cross build for {platform} compiles with zig, which is not installed: "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import REPO, python_env, run
+from support import REPO, copy_working_tree, python_env, run
 
 from ptkit.recipes.model import Recipe, load_recipe
 from ptkit.release import pipeline
@@ -48,12 +47,7 @@ def epoch() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The working tree's files (tracked and untracked, not ignored), copied once."""
-    root = tmp_path_factory.mktemp("source")
-    for name in _git("ls-files", "-co", "--exclude-standard", "-z").split("\0"):
-        if name and (REPO / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
-    return root
+    return copy_working_tree(tmp_path_factory.mktemp("source"))
 
 
 @pytest.fixture(scope="module")

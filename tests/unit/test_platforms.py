@@ -13,6 +13,7 @@ from ptkit.platforms import (
     manifest_platform,
     release_platform_for,
 )
+from ptkit.platforms.__main__ import main as platforms_main
 from ptkit.platforms.elf import elf_problem
 
 
@@ -83,6 +84,44 @@ def test_isa_levels_per_processor_and_dialect() -> None:
     assert v3.flags["gnu"] == ("-march=x86-64-v3", "-mtune=generic")
     assert v3.flags["msvc"] == ("/arch:AVX2",)
     assert [level.name for level in PLATFORMS["linux"].isa_levels("aarch64")] == ["default"]
+
+
+@pytest.mark.parametrize(
+    ("system", "expected"),
+    [
+        ("Linux", ["TYPE=MODULE", "PREFIX=lib", "SUFFIX=.so"]),
+        # macOS's MODULE is a bundle (-bundle): a kernel library is a SHARED dylib.
+        ("Darwin", ["TYPE=SHARED", "PREFIX=lib", "SUFFIX=.dylib"]),
+        ("Windows", ["TYPE=MODULE", "PREFIX=", "SUFFIX=.dll"]),
+    ],
+)
+def test_library_command_tells_cmake_the_file(
+    system: str, expected: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert platforms_main(["library", system]) == 0
+    assert capsys.readouterr().out.split() == expected
+
+
+def test_zig_dialect_has_its_own_cpu_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    windows = PLATFORMS["windows"]
+    assert windows.compiler_dialect("Zig") == "zig"
+    assert windows.compiler_dialect("MSVC") == "msvc"
+    assert windows.compiler_dialect("Clang") == "gnu"
+    builds, skipped = windows.isa_builds(["x86-64-v3"], "AMD64", "Zig")
+    assert builds == (("x86-64-v3", ("-mcpu=x86_64_v3",)), ("default", ()))
+    assert skipped == ()
+    # A feature level's single -m flags are clang's, which zig passes on.
+    assert platforms_main(["requires-isa", "AMD64", "Zig", "avx512-bf16"]) == 0
+    assert "FLAGS=-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16" in capsys.readouterr().out
+    # An Arm level spelled with -march has no zig spelling: refused, not passed on.
+    assert platforms_main(["requires-isa", "aarch64", "Zig", "dotprod"]) == 1
+    assert "no flags for the zig compiler dialect" in capsys.readouterr().err
+
+
+def test_macos_deployment_target_follows_torch() -> None:
+    macos = PLATFORMS["macos"]
+    assert macos.build_environment["MACOSX_DEPLOYMENT_TARGET"] == "14.0"
+    assert RELEASE_PLATFORMS["macosx_arm64"].wheel_tag == "macosx_14_0_arm64"
 
 
 def test_this_machine() -> None:

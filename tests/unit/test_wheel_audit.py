@@ -361,33 +361,6 @@ def test_a_corrupt_library_is_a_problem_not_a_traceback(tmp_path: Path, truncate
 # --- the platform of the wheel's tag ------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("platform_tag", "library", "binary_format"),
-    [
-        ("macosx_11_0_arm64", "libptkit_cpu.dylib", "Mach-O"),
-        ("win_amd64", "ptkit_cpu.dll", "PE"),
-    ],
-)
-def test_mach_o_and_pe_libraries_are_reported_not_audited(
-    tmp_path: Path, platform_tag: str, library: str, binary_format: str
-) -> None:
-    """Those audits are not written yet: a problem, never a pass."""
-    data = b"not read: the format has no audit yet"
-    wheel = _wheel(
-        tmp_path,
-        {library: data, "m.manifest.json": _manifest(library, data)},
-        platform_tag=platform_tag,
-    )
-    result = audit_wheel(wheel)
-    assert [p.split(";")[0] for p in result.problems] == [
-        f"{library}: not audited: {binary_format} audit is not implemented yet, so its links, "
-        "symbols and minimum "
-        + ("macos" if binary_format == "Mach-O" else "windows")
-        + " version are unchecked"
-    ]
-    assert result.libraries == ()
-
-
 def test_a_pure_wheel_passes_without_native_libraries_and_fails_with_one(tmp_path: Path) -> None:
     """The toolkit wheel is py3-none-any: a native library in it would be a mistake."""
     pure = _wheel(tmp_path / "pure", {}, platform_tag="any")

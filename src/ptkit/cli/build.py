@@ -227,7 +227,6 @@ def _build_with(
     allow_missing_backend: bool,
     compiler_cache: str,
     build_python: Path | None,
-    cross_platform: str | None,
 ) -> None:
     """One build (for torch ``minor``; None: of the build Python's torch, or the stable
     one): here when this Python is the build Python, else ``ptkit build`` run there."""

@@ -8,7 +8,9 @@ namespace, so that one wheel serves every torch >= its target. In the ``torch`` 
 classic C++ API) it is entitled to torch's C++ symbols (``at::``, ``c10::``, ``torch::``)
 and to torch's libraries of its version. In both, it must not link libpython or
 libtorch_python, need Python's C API (``Py*``) or export a Python module init
-(``PyInit_*``): one wheel serves every CPython. For a library of a wheel
+(``PyInit_*``): one wheel serves every CPython. Those rules are every format's
+(:mod:`ptkit.release.linkage`); this module reads an ELF file into them
+(:func:`audit_elf`) and adds what only ELF has. For a library of a wheel
 (:mod:`ptkit.release.wheel_audit`):
 
 * every DT_NEEDED is one torch provides for the library's backend
@@ -32,13 +34,11 @@ import dataclasses
 import importlib.util
 import json
 import re
-import shutil
-import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
+from ptkit.release.linkage import ELF, PYTHON_SYMBOL, Linkage
 from ptkit.release.torch_libraries import is_torch_library
-from ptkit.torch_abi import DEFAULT_ABI, PORTING_GUIDE
+from ptkit.torch_abi import DEFAULT_ABI
 
 __all__ = [
     "C_RUNTIME_NEEDED",
@@ -57,8 +57,8 @@ __all__ = [
 ]
 
 # Linking any of these ties the wheel to one Python or one torch build.
-LIBPYTHON = re.compile(r"^libpython\d")
-FORBIDDEN_NEEDED = (LIBPYTHON, re.compile(r"^libtorch_python\.so"))
+LIBPYTHON = ELF.libpython
+FORBIDDEN_NEEDED = (LIBPYTHON, ELF.torch_python)
 # The C/C++ runtime: on every system a manylinux tag describes.
 C_RUNTIME_NEEDED = (
     re.compile(r"^lib(c|m|dl|rt|pthread)\.so\.\d+$"),
@@ -68,15 +68,6 @@ C_RUNTIME_NEEDED = (
     re.compile(r"^ld64\.so\.\d+$"),
 )
 
-# Itanium-mangled names in torch's C++ namespaces (c10::, at::, torch::, caffe2::).
-_TORCH_CXX = re.compile(r"^_ZN(?:K|St)?(3c10|2at|5torch|6caffe2)")
-_TORCH_STABLE = re.compile(r"^_ZN(?:K)?5torch6stable")
-# Python's C API (PyModule_Create2, _Py_Dealloc, PyExc_RuntimeError), torch's Python
-# bindings (THPVariable_Wrap) and pybind11's: symbols only a Python process resolves.
-PYTHON_SYMBOL = re.compile(r"^(?:_?Py(?:_|[A-Z])|THP|_ZN\w*?8pybind11)")
-_PYTHON_INIT = re.compile(r"^PyInit_")
-# How many symbols a summary names.
-_FIRST = 3
 _VERSIONED_PREFIXES = {"GLIBC", "GLIBCXX", "CXXABI", "GCC"}
 _MANYLINUX = re.compile(r"^(manylinux_(\d+)_(\d+))_(\w+)$")
 _LEGACY_MANYLINUX = {
@@ -88,126 +79,13 @@ _TOOLCHAIN_FIX = (
     "build in the manylinux image of the tag you need (cibuildwheel does), or let "
     "auditwheel choose the tag (`ptkit build` does)"
 )
-# The way out of every Python tie, said once.
-_NO_PYTHON_FIX = (
-    "a kernel library links no Python (no Python.h, pybind11 module or torch/extension.h): "
-    "register the ops with TORCH_LIBRARY (ABI torch: torch/all.h + torch/library.h) or "
-    f"STABLE_TORCH_LIBRARY ({PORTING_GUIDE})"
-)
 
 # {policy name: {arch: {prefix: {version, …}}}}, auditwheel's table.
 ManylinuxPolicy = dict[str, dict[str, dict[str, set[str]]]]
 
-
-def demangle(symbols: Sequence[str]) -> list[str]:
-    """``symbols`` as C++ names (binutils' c++filt), or as they are where it is missing."""
-    tool = shutil.which("c++filt")
-    if tool is None or not symbols:
-        return list(symbols)
-    try:
-        proc = subprocess.run(
-            [tool],
-            input="\n".join(symbols),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except OSError:
-        return list(symbols)
-    names = proc.stdout.splitlines()
-    return names if proc.returncode == 0 and len(names) == len(symbols) else list(symbols)
-
-
-def _first_few(symbols: Sequence[str]) -> str:
-    shown = [name if len(name) <= 100 else name[:97] + "..." for name in demangle(symbols[:_FIRST])]
-    more = f" and {len(symbols) - _FIRST} more" if len(symbols) > _FIRST else ""
-    return ", ".join(shown) + more
-
-
-@dataclasses.dataclass(frozen=True)
-class ElfAudit:
-    path: Path
-    needed: tuple[str, ...]
-    undefined: tuple[str, ...]
-    rpath: tuple[str, ...]
-    exported: tuple[str, ...] = ()
-    """The defined dynamic symbols (what the library offers the process)."""
-    abi: str = DEFAULT_ABI
-    """The library's torch ABI mode (its manifest's ``torch.abi``): what it may need."""
-
-    @property
-    def python_problems(self) -> list[str]:
-        """What ties the library to Python: libpython or libtorch_python linked, Python's
-        C API needed, a Python module init exported. The build stage checks these on the
-        unrepaired wheel (a repair drops libpython's DT_NEEDED), the audit again."""
-        name = self.path.name
-        python = [sym for sym in self.undefined if PYTHON_SYMBOL.match(sym)]
-        needing = (
-            f" for {len(python)} symbol{'s' if len(python) > 1 else ''} of Python's C API or "
-            f"torch's Python bindings ({_first_few(python)})"
-            if python
-            else ""
-        )
-        found = []
-        for lib in self.needed:
-            if LIBPYTHON.match(lib):
-                found.append(
-                    f"{name} links {lib} (DT_NEEDED){needing}: the wheel would run on one Python "
-                    "only, and auditwheel's repair drops the entry, which hides it. Fix: "
-                    f"{_NO_PYTHON_FIX}"
-                )
-                needing = ""  # said once
-            elif any(p.match(lib) for p in FORBIDDEN_NEEDED):
-                found.append(
-                    f"{name} links {lib} (DT_NEEDED), torch's Python bindings: the wheel would "
-                    f"be tied to one Python and one torch build. Fix: {_NO_PYTHON_FIX}"
-                )
-        if needing:
-            found.append(
-                f"{name} needs{needing.removeprefix(' for')}: only a Python process that has "
-                f"them resolves them, so the library is tied to one Python. Fix: {_NO_PYTHON_FIX}"
-            )
-        inits = [sym for sym in self.exported if _PYTHON_INIT.match(sym)]
-        if inits:
-            found.append(
-                f"{name} exports {', '.join(inits)}: it is a Python extension module "
-                "(PYBIND11_MODULE, setup.py's CppExtension), which torch.ops.load_library "
-                f"does not import. Fix: drop the module init; {_NO_PYTHON_FIX}"
-            )
-        return found
-
-    @property
-    def torch_problems(self) -> list[str]:
-        """Torch C++ symbols a stable-ABI library needs, as one summary (a ``torch``-mode
-        library is entitled to them)."""
-        if self.abi != "stable":
-            return []
-        outside = [
-            sym for sym in self.undefined if _TORCH_CXX.match(sym) and not _TORCH_STABLE.match(sym)
-        ]
-        if not outside:
-            return []
-        counts: dict[str, int] = {}
-        for sym in outside:
-            match = _TORCH_CXX.match(sym)
-            namespace = re.sub(r"^\d+", "", match.group(1)) if match else "?"
-            counts[namespace] = counts.get(namespace, 0) + 1
-        by_namespace = ", ".join(
-            f"{n} {ns}::" for ns, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        )
-        return [
-            f"{self.path.name} needs {len(outside)} torch C++ symbol"
-            f"{'s' if len(outside) > 1 else ''} outside the stable ABI ({by_namespace}; "
-            f"first: {_first_few(outside)}): it uses torch's classic C++ API. Fix: build it in "
-            "the torch mode (ptkit_add_kernel_library(… ABI torch): one wheel per torch "
-            f"minor), or port it to the stable ABI (torch/csrc/stable/; {PORTING_GUIDE})"
-        ]
-
-    @property
-    def problems(self) -> list[str]:
-        """The Python ties, then torch C++ symbols a stable-ABI library may not need."""
-        return [*self.python_problems, *self.torch_problems]
+ElfAudit = Linkage
+"""An ELF library's :class:`ptkit.release.linkage.Linkage` (``binary_format`` ELF): the
+Python ties and torch ABI rules every format shares live there."""
 
 
 def audit_elf(path: Path, abi: str = DEFAULT_ABI) -> ElfAudit:
@@ -374,21 +252,15 @@ class ElfLibraryAudit:
     """False: not an ELF file pyelftools can read (``problems`` says so)."""
 
 
-def _needed_problems(
-    name: str, needed: tuple[str, ...], torch_patterns: tuple[str, ...], backend: str
-) -> list[str]:
-    problems = []
-    for lib in needed:
-        if any(p.match(lib) for p in FORBIDDEN_NEEDED):
-            continue  # ElfAudit.python_problems reports these with their own reason
-        if is_torch_library(lib, torch_patterns) or any(p.match(lib) for p in C_RUNTIME_NEEDED):
-            continue
-        problems.append(
-            f"{name} links {lib}, which is neither what torch provides to {backend} code "
-            f"({', '.join(torch_patterns)}) nor the C/C++ runtime: users would not have it; "
-            "link it statically or drop the dependency"
-        )
-    return problems
+def _needed_problems(elf: ElfAudit, torch_patterns: tuple[str, ...], backend: str) -> list[str]:
+    return elf.link_problems(
+        lambda lib: (
+            is_torch_library(lib, torch_patterns) or any(p.match(lib) for p in C_RUNTIME_NEEDED)
+        ),
+        backend=backend,
+        torch_patterns=torch_patterns,
+        runtime="the C/C++ runtime",
+    )
 
 
 def _rpath_problems(name: str, rpath: tuple[str, ...]) -> list[str]:
@@ -424,7 +296,7 @@ def audit_elf_library(
         return ElfLibraryAudit((), {}, (problem,), readable=False)
     problems = [
         *elf.problems,
-        *_needed_problems(name, elf.needed, torch_patterns, backend),
+        *_needed_problems(elf, torch_patterns, backend),
         *_rpath_problems(name, elf.rpath),
     ]
     if policy is not None:

@@ -1,17 +1,20 @@
 """``ptkit inspect``: what a wheel or a native library really contains.
 
-For each native library: its manifest, what it links (DT_NEEDED, RPATH), the
-stable-ABI symbol audit, and the GPU code inside compared with the manifest: SASS/PTX
-of the CUDA fatbinary (``cuobjdump``), gfx code objects of the HIP offload bundles.
-The platform of a wheel's tag says which files are its native libraries, as in the
-release audit (:mod:`ptkit.release.wheel_audit`); ELF libraries are read, Mach-O and PE
-ones are reported as not audited yet.
+For each native library: its manifest, what it links (ELF: DT_NEEDED and RPATH; Mach-O:
+LC_LOAD_DYLIB, LC_RPATH, LC_ID_DYLIB, the minimum macOS and the architectures; PE: the
+imported DLLs and the machine), the symbol audit every format shares (Python ties, torch
+C++ symbols outside the stable ABI: :mod:`ptkit.release.linkage`), and the GPU code inside
+compared with the manifest: SASS/PTX of the CUDA fatbinary (``cuobjdump``), gfx code
+objects of the HIP offload bundles. The platform of a wheel's tag says which files are its
+native libraries, as in the release audit (:mod:`ptkit.release.wheel_audit`); a lone file
+is known by its magic number, else by its name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from ptkit.loading.manifest import MANIFEST_SUFFIX, ManifestError, read_manifest
 from ptkit.platforms import PLATFORMS, Platform
 from ptkit.release.elf_audit import audit_elf
 from ptkit.release.fatbin import find_cuobjdump, list_cuda_targets
+from ptkit.release.linkage import Linkage
 from ptkit.release.offload import OffloadError, list_hip_targets
 from ptkit.release.wheel_audit import by_arch, not_audited, wheel_platform
 from ptkit.torch_abi import DEFAULT_ABI
@@ -32,6 +36,11 @@ from ptkit.torch_abi import DEFAULT_ABI
 __all__ = ["LibraryReport", "inspect_path", "reports_json"]
 
 _ELF_MAGIC = b"\x7fELF"
+# Mach-O thin (32/64-bit, either byte order) and fat headers; PE files start with MZ.
+_MACHO_MAGICS = {
+    bytes.fromhex(m) for m in ("feedface", "cefaedfe", "feedfacf", "cffaedfe", "cafebabe")
+}
+_PE_MAGIC = b"MZ"
 
 
 @dataclasses.dataclass
@@ -39,9 +48,20 @@ class LibraryReport:
     library: str
     manifest: dict[str, Any] | None
     needed: list[str]
+    """DT_NEEDED, LC_LOAD_DYLIB, the imported DLLs."""
     rpath: list[str]
+    """DT_RPATH/DT_RUNPATH, LC_RPATH (PE has none)."""
     problems: list[str]
     fatbin: dict[str, list[str]] | None
+    binary_format: str = "ELF"
+    install_name: str = ""
+    """Mach-O: LC_ID_DYLIB."""
+    minimum_os: str = ""
+    """Mach-O: the oldest macOS it loads on (LC_BUILD_VERSION minos)."""
+    architectures: list[str] = dataclasses.field(default_factory=list)
+    """Mach-O: its slices; PE: its machine."""
+    imports: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """PE: DLL -> the symbols imported from it by name."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -59,8 +79,7 @@ class LibraryReport:
                 lines.append(f"  targets.{kind}: {', '.join(targets) or '-'}")
             if m["dropped_targets"]:
                 lines.append(f"  dropped (optional): {', '.join(m['dropped_targets'])}")
-        lines.append(f"  DT_NEEDED: {', '.join(self.needed)}")
-        lines.append(f"  RPATH: {', '.join(self.rpath) or '(none)'}")
+        lines += self._link_lines()
         if self.fatbin is not None and "gfx" in self.fatbin:
             lines.append(f"  offload bundle gfx: {', '.join(self.fatbin['gfx']) or '-'}")
         elif self.fatbin is not None:
@@ -68,6 +87,30 @@ class LibraryReport:
             lines.append(f"  fatbinary PTX: {', '.join(self.fatbin['ptx']) or '-'}")
         lines += [f"  PROBLEM: {p}" for p in self.problems] or ["  audit: ok"]
         return "\n".join(lines)
+
+    def _link_lines(self) -> list[str]:
+        """What it links, in its format's words."""
+        if self.binary_format == "Mach-O":
+            return [
+                f"  LC_ID_DYLIB: {self.install_name or '(none)'}",
+                f"  LC_LOAD_DYLIB: {', '.join(self.needed) or '(none)'}",
+                f"  LC_RPATH: {', '.join(self.rpath) or '(none)'}",
+                f"  minimum macOS: {self.minimum_os or '(not said)'}",
+                f"  architectures: {', '.join(self.architectures) or '-'}",
+            ]
+        if self.binary_format == "PE":
+            imports = [
+                f"{dll} ({len(names)} symbol{'' if len(names) == 1 else 's'})"
+                for dll, names in self.imports.items()
+            ]
+            return [
+                f"  imports: {', '.join(imports) or '(none)'}",
+                f"  machine: {', '.join(self.architectures) or '-'}",
+            ]
+        return [
+            f"  DT_NEEDED: {', '.join(self.needed)}",
+            f"  RPATH: {', '.join(self.rpath) or '(none)'}",
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,12 +123,17 @@ class _Native:
 
 
 def _library_platform(path: Path) -> Platform | None:
-    """The platform of a lone library file: by its name, else by the ELF magic."""
-    named = next((p for p in PLATFORMS.values() if p.is_native_library(path.name)), None)
-    if named is not None:
-        return named
+    """The platform of a lone library file: by its magic number (a Python module of macOS
+    is a Mach-O ``.so``), else by its name."""
     with path.open("rb") as f:
-        return PLATFORMS["linux"] if f.read(4) == _ELF_MAGIC else None
+        magic = f.read(4)
+    if magic == _ELF_MAGIC:
+        return PLATFORMS["linux"]
+    if magic in _MACHO_MAGICS:
+        return PLATFORMS["macos"]
+    if magic.startswith(_PE_MAGIC):
+        return PLATFORMS["windows"]
+    return next((p for p in PLATFORMS.values() if p.is_native_library(path.name)), None)
 
 
 @contextmanager
@@ -125,19 +173,17 @@ def _report(
             manifest_data = manifest.to_json()
     if manifest_data is None:
         problems.append(f"no manifest next to {library.name}: the loader will not load it")
-    if platform is None or platform.binary_format != "ELF":
-        if platform is not None:
-            problems.append(not_audited(library.name, platform))
+    if platform is None:
         return LibraryReport(library.name, manifest_data, [], [], problems, None)
-    from elftools.common.exceptions import ELFError
-
-    try:
-        abi = manifest_data["torch"].get("abi", "stable") if manifest_data else "stable"
-        elf = audit_elf(library, abi)
-    except (ELFError, OSError, ValueError) as exc:
-        problems.append(f"{library.name}: not a readable ELF library ({exc})")
-        return LibraryReport(library.name, manifest_data, [], [], problems, None)
-    problems += elf.problems
+    abi = manifest_data["torch"].get("abi", "stable") if manifest_data else "stable"
+    read = _read_library(library, platform, abi)
+    if isinstance(read, str):
+        problems.append(read)
+        return LibraryReport(
+            library.name, manifest_data, [], [], problems, None, platform.binary_format
+        )
+    linkage, report = read
+    problems += linkage.problems
     fatbin = None
     if manifest_data and manifest_data["backend"] == "cuda":
         tool = find_cuobjdump(cuobjdump)
@@ -162,9 +208,65 @@ def _report(
             fatbin = {"gfx": gfx}
             if set(gfx) != set(manifest_data["targets"].get("gfx", [])):
                 problems.append("the offload bundles' gfx targets differ from the manifest's")
-    return LibraryReport(
-        library.name, manifest_data, list(elf.needed), list(elf.rpath), problems, fatbin
-    )
+    return dataclasses.replace(report, manifest=manifest_data, problems=problems, fatbin=fatbin)
+
+
+def _read_library(
+    library: Path, platform: Platform, abi: str
+) -> tuple[Linkage, LibraryReport] | str:
+    """The library read by its platform's format: what the shared rules read and the
+    report's link fields, or why it cannot be read."""
+    name = library.name
+    fmt = platform.binary_format
+    if fmt == "ELF":
+        from elftools.common.exceptions import ELFError
+
+        try:
+            elf = audit_elf(library, abi)
+        except (ELFError, OSError, ValueError) as exc:
+            return f"{name}: not a readable ELF library ({exc})"
+        return elf, LibraryReport(name, None, list(elf.needed), list(elf.rpath), [], None)
+    if fmt == "Mach-O":
+        from ptkit.release.macho_audit import read_macho
+
+        try:
+            macho = read_macho(library, abi)
+        except (ValueError, OSError, struct.error, EOFError, IndexError, KeyError) as exc:
+            return f"{name}: not a readable Mach-O library ({exc})"
+        linkage = macho.linkage
+        return linkage, LibraryReport(
+            name,
+            None,
+            list(linkage.needed),
+            list(linkage.rpath),
+            [],
+            None,
+            fmt,
+            install_name=macho.install_name,
+            minimum_os=macho.minimum_os_text,
+            architectures=list(macho.archs),
+        )
+    if fmt == "PE":
+        import pefile  # type: ignore[import-untyped]
+
+        from ptkit.release.pe_audit import read_pe
+
+        try:
+            pe = read_pe(library, abi)
+        except (pefile.PEFormatError, OSError, ValueError, struct.error, IndexError) as exc:
+            return f"{name}: not a readable PE library ({exc})"
+        return pe.linkage, LibraryReport(
+            name,
+            None,
+            list(pe.linkage.needed),
+            [],
+            [],
+            None,
+            fmt,
+            architectures=[pe.machine],
+            imports={dll: list(names) for dll, names in pe.imports.items()},
+        )
+    return not_audited(name, platform)
 
 
 def inspect_path(path: Path, *, cuobjdump: str | None = None) -> list[LibraryReport]:

@@ -18,16 +18,19 @@ libraries and how they are audited. For the wheel as a whole:
   DT_NEEDED entries naming libraries it grafted into ``<dist>.libs/``), the problem says
   what the repair changed and why, not only that the hashes differ.
 
-For each native library, the audit of its platform's binary format: ELF (Linux) in
-:mod:`ptkit.release.elf_audit` (links, Python ties, the torch ABI of its manifest's
-``torch.abi``, RPATH, manylinux symbol versions);
-Mach-O (macOS) and PE (Windows) are not implemented yet, and a library in those formats
-is reported as a problem ("not audited"), never passed unchecked. The GPU code inside a
-library is compared with its manifest (:mod:`ptkit.release.fatbin`,
-:mod:`ptkit.release.offload`).
+For each native library, the audit of its platform's binary format, each with the
+rules every format shares (:mod:`ptkit.release.linkage`: Python ties, the torch ABI of
+its manifest's ``torch.abi``, links that are neither torch's nor the system's): ELF
+(Linux) in :mod:`ptkit.release.elf_audit` (RPATH, manylinux symbol versions), Mach-O
+(macOS) in :mod:`ptkit.release.macho_audit` (LC_RPATH, minimum macOS and architectures
+against the tag), PE (Windows) in :mod:`ptkit.release.pe_audit` (machine type). A
+library of a format with no audit is reported as a problem ("not audited"), never passed
+unchecked. The GPU code inside a library is compared with its manifest
+(:mod:`ptkit.release.fatbin`, :mod:`ptkit.release.offload`).
 
 Every problem names the file, the cause and the fix. Needs ``packaging``; the ELF audit
-needs ``pyelftools`` and, for manylinux tags, ``auditwheel`` (the policy table).
+needs ``pyelftools`` and, for manylinux tags, ``auditwheel`` (the policy table); the
+Mach-O audit ``macholib``, the PE audit ``pefile``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from pathlib import Path
 from ptkit.loading import namespaces
 from ptkit.loading.manifest import MANIFEST_SUFFIX, Manifest, ManifestError, read_manifest
 from ptkit.platforms import PLATFORMS, Platform, platform_for_wheel_tag
-from ptkit.release import elf_audit, fatbin, offload
+from ptkit.release import elf_audit, fatbin, macho_audit, offload, pe_audit
 from ptkit.release.torch_libraries import all_torch_libraries, torch_libraries
 from ptkit.torch_abi import DEFAULT_ABI, PORTING_GUIDE
 
@@ -60,18 +63,30 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class LibraryAudit:
-    """One native library of the wheel: what it links and the newest symbol versions."""
+    """One native library of the wheel: what it links, and what it needs of the system."""
 
     name: str
     needed: tuple[str, ...]
-    # Per version prefix (GLIBC, GLIBCXX, CXXABI, GCC): the highest version required.
+    """DT_NEEDED (ELF), LC_LOAD_DYLIB (Mach-O), the imported DLLs (PE)."""
+    # Per version prefix (GLIBC, GLIBCXX, CXXABI, GCC): the highest version required (ELF).
     highest_versions: dict[str, str]
     gpu_targets: tuple[str, ...] = ()
+    binary_format: str = "ELF"
+    minimum_os: str = ""
+    """The oldest macOS it loads on (Mach-O: LC_BUILD_VERSION minos); "" elsewhere."""
+    architectures: tuple[str, ...] = ()
+    """Mach-O: its slices (arm64); PE: its machine (AMD64); ELF: not read."""
 
     def summary(self) -> str:
-        versions = ", ".join(f"{k}_{v}" for k, v in sorted(self.highest_versions.items()))
         gpu = f"; GPU code {', '.join(self.gpu_targets)}" if self.gpu_targets else ""
-        return f"{self.name}: links {', '.join(self.needed) or '-'}; needs {versions or '-'}{gpu}"
+        links = ", ".join(self.needed) or "-"
+        arch = f"; {', '.join(self.architectures)}" if self.architectures else ""
+        if self.binary_format == "Mach-O":
+            return f"{self.name}: links {links}; macOS {self.minimum_os or '?'}+{arch}{gpu}"
+        if self.binary_format == "PE":
+            return f"{self.name}: imports {links}{arch}{gpu}"
+        versions = ", ".join(f"{k}_{v}" for k, v in sorted(self.highest_versions.items()))
+        return f"{self.name}: links {links}; needs {versions or '-'}{gpu}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,11 +411,6 @@ def _audit_library(
             "grafted?); exclude it from the repair or install it with "
             "ptkit_install_kernel_library"
         )
-    if platform.binary_format != "ELF":
-        return None, [
-            *problems,
-            not_audited(path.name, platform),
-        ]
     backend = manifest.backend if manifest is not None else "any backend"
     abi = manifest.torch_abi if manifest is not None else DEFAULT_ABI
     patterns = (
@@ -408,12 +418,39 @@ def _audit_library(
         if manifest is not None
         else all_torch_libraries(platform.name)
     )
-    elf = elf_audit.audit_elf_library(
-        path, backend=backend, torch_patterns=patterns, platforms=platforms, policy=policy, abi=abi
-    )
-    problems += elf.problems
-    gpu: tuple[str, ...] = ()
-    if manifest is not None and elf.readable:
+    if platform.binary_format == "ELF":
+        elf = elf_audit.audit_elf_library(
+            path,
+            backend=backend,
+            torch_patterns=patterns,
+            platforms=platforms,
+            policy=policy,
+            abi=abi,
+        )
+        problems += elf.problems
+        library = LibraryAudit(path.name, elf.needed, elf.highest_versions)
+        readable = elf.readable
+    elif platform.binary_format == "Mach-O":
+        macho = macho_audit.audit_macho_library(
+            path, backend=backend, torch_patterns=patterns, platforms=platforms, abi=abi
+        )
+        problems += macho.problems
+        library = LibraryAudit(
+            path.name, macho.needed, {}, (), "Mach-O", macho.minimum_os, macho.archs
+        )
+        readable = macho.readable
+    elif platform.binary_format == "PE":
+        pe = pe_audit.audit_pe_library(
+            path, backend=backend, torch_patterns=patterns, platforms=platforms, abi=abi
+        )
+        problems += pe.problems
+        machine = (pe.machine,) if pe.machine else ()
+        library = LibraryAudit(path.name, pe.needed, {}, (), "PE", "", machine)
+        readable = pe.readable
+    else:
+        return None, [*problems, not_audited(path.name, platform)]
+    if manifest is not None and readable:
         gpu, gpu_problems = _gpu_check(manifest, cuobjdump)
         problems += gpu_problems
-    return LibraryAudit(path.name, elf.needed, elf.highest_versions, gpu), problems
+        library = dataclasses.replace(library, gpu_targets=gpu)
+    return library, problems

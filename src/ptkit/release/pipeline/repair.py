@@ -57,7 +57,8 @@ def repair_wheel(
 ) -> RepairedWheel:
     """Repair ``wheel`` of ``recipe``'s variant into ``out_dir`` (see the module docstring)."""
     platform = current_platform()
-    if platform_for_wheel_tag(platform_tag(wheel).split(".")[0]) is not platform:
+    tagged = platform_for_wheel_tag(platform_tag(wheel).split(".")[0])
+    if tagged is not None and tagged is not platform:
         return RepairedWheel(
             wheel,
             platform_tag(wheel),

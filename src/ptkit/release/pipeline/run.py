@@ -188,9 +188,10 @@ def _label(wheel: Path) -> str | None:
 
 def _other_builds(recipe: Recipe, wheel: Path) -> Callable[[Path], bool]:
     """Which wheels in ``dist/<variant>/`` the new ``wheel`` leaves there: those of the
-    recipe's other builds (a torch-mode recipe's other torch minors)."""
+    recipe's other builds (a torch-mode recipe's other torch minors) and of other
+    platforms (a cross build's beside this machine's)."""
     others = {b.local_version for b in recipe_builds(recipe)} - {_label(wheel)}
-    return lambda old: _label(old) in others
+    return lambda old: _label(old) in others or platform_tag(old) != platform_tag(wheel)
 
 
 def _this_build(recipe: Recipe, repo: Path, torch: str | None) -> TorchBuild:
