@@ -1,9 +1,9 @@
 """Windows (x86-64): PE DLLs, delvewheel, ``win_amd64`` tags, MSVC's flags.
 
 A kernel library is ``ptkit_cpu.dll`` (no ``lib`` prefix, CMake's ``MODULE``), audited by
-:mod:`ptkit.release.pe_audit` (imported DLLs, exports, machine type). The loader adds
-torch's ``lib`` folder to the DLL search path (``os.add_dll_directory``) before loading
-one: Windows does not search the folder of an already-loaded DLL for its imports.
+:mod:`ptkit.release.pe_audit` (imported DLLs, exports, machine type). Not done yet:
+the loader's ``os.add_dll_directory`` for torch's ``lib`` folder (Windows does not search
+the folder of an already-loaded DLL for its imports), and the kernels' MSVC path.
 """
 
 from __future__ import annotations
