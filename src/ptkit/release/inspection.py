@@ -231,6 +231,8 @@ def _read_library(
 
         try:
             macho = read_macho(library, abi)
+        except ImportError as exc:  # macholib: in ptkit[build], not in ptkit itself
+            return _reader_missing(name, fmt, "macholib", exc)
         except (ValueError, OSError, struct.error, EOFError, IndexError, KeyError) as exc:
             return f"{name}: not a readable Mach-O library ({exc})"
         linkage = macho.linkage
@@ -247,8 +249,10 @@ def _read_library(
             architectures=list(macho.archs),
         )
     if fmt == "PE":
-        import pefile  # type: ignore[import-untyped]
-
+        try:
+            import pefile  # type: ignore[import-untyped]
+        except ImportError as exc:  # in ptkit[build], not in ptkit itself
+            return _reader_missing(name, fmt, "pefile", exc)
         from ptkit.release.pe_audit import read_pe
 
         try:
@@ -267,6 +271,13 @@ def _read_library(
             imports={dll: list(names) for dll, names in pe.imports.items()},
         )
     return not_audited(name, platform)
+
+
+def _reader_missing(name: str, fmt: str, package: str, exc: ImportError) -> str:
+    return (
+        f"{name}: not read: the {fmt} reader {package} is not installed ({exc}); install "
+        f"it: pip install 'ptkit[build]' (or pip install {package})"
+    )
 
 
 def inspect_path(path: Path, *, cuobjdump: str | None = None) -> list[LibraryReport]:

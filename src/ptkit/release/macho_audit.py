@@ -252,39 +252,52 @@ class MachOLibraryAudit:
     """False: not a Mach-O file macholib can read (``problems`` says so)."""
 
 
-def _system_dylibs(backend: str) -> tuple[str, ...]:
-    """The system libraries a ``backend`` library may link, as LC_LOAD_DYLIB names them;
-    an unknown backend (no manifest) gets every backend's, as it gets every backend's
-    torch libraries."""
-    if backend == "metal" or backend not in BACKENDS:
-        frameworks = tuple(
-            path
-            for name in METAL_FRAMEWORKS
-            for path in (
-                f"/System/Library/Frameworks/{name}.framework/Versions/A/{name}",
-                f"/System/Library/Frameworks/{name}.framework/{name}",
-            )
+def _metal_dylibs() -> tuple[str, ...]:
+    """What Metal code links, as LC_LOAD_DYLIB names it (a framework's two spellings)."""
+    frameworks = tuple(
+        path
+        for name in METAL_FRAMEWORKS
+        for path in (
+            f"/System/Library/Frameworks/{name}.framework/Versions/A/{name}",
+            f"/System/Library/Frameworks/{name}.framework/{name}",
         )
-        return (*SYSTEM_DYLIBS, *METAL_DYLIBS, *frameworks)
-    return SYSTEM_DYLIBS
+    )
+    return (*METAL_DYLIBS, *frameworks)
+
+
+def _may_link_metal(backend: str) -> bool:
+    """A metal library may; so may one of unknown backend (no manifest), as it may link
+    every backend's torch libraries."""
+    return backend == "metal" or backend not in BACKENDS
 
 
 def _system_text(backend: str) -> str:
     names = [*SYSTEM_DYLIBS]
-    if backend == "metal" or backend not in BACKENDS:
+    if _may_link_metal(backend):
         names += [*METAL_DYLIBS, f"the {', '.join(METAL_FRAMEWORKS)} frameworks"]
     return f"a system library every macOS has ({', '.join(names)})"
 
 
 def _link_problems(linkage: Linkage, torch_patterns: tuple[str, ...], backend: str) -> list[str]:
     name = linkage.path.name
-    system = _system_dylibs(backend)
+    metal = _metal_dylibs()
+    system = (*SYSTEM_DYLIBS, *metal) if _may_link_metal(backend) else SYSTEM_DYLIBS
 
     def torch_name(lib: str) -> bool:
         return is_torch_library(lib.rsplit("/", 1)[-1], torch_patterns)
 
-    problems = linkage.link_problems(
-        lambda lib: torch_name(lib) or lib in system,
+    # Every Mac has Metal: what is wrong is Metal code in a library of another backend,
+    # which the loader would load where the metal variant is not chosen.
+    problems = [
+        f"{name} links {lib}, which only a metal library may: it is a {backend} library, "
+        "so its Metal code would load wherever the metal variant is not chosen. Fix: move "
+        "the Metal code into the metal backend's library (ptkit_add_kernel_library(… "
+        "BACKEND metal)), or drop the link"
+        for lib in linkage.needed
+        if lib in metal and lib not in system
+    ]
+    problems += linkage.link_problems(
+        lambda lib: torch_name(lib) or lib in system or lib in metal,
         backend=backend,
         torch_patterns=tuple(f"@rpath/{p}" for p in torch_patterns),
         runtime=_system_text(backend),

