@@ -54,7 +54,13 @@ def _dylib(
     src.write_text(source)
     out = folder / name
     cmd = [sys.executable, "-m", "ziglang", "cc", "-target", target, "-shared", "-nostdlib"]
-    cmd += ["-O2", "-o", str(out), str(src), f"-Wl,-install_name,{install_name or '@rpath/' + name}"]
+    cmd += [
+        "-O2",
+        "-o",
+        str(out),
+        str(src),
+        f"-Wl,-install_name,{install_name or '@rpath/' + name}",
+    ]
     proc = subprocess.run([*cmd, *flags], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
     return out
@@ -66,24 +72,45 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     per rule (each in a folder of its own, all named libptkit_cpu.dylib)."""
     root = tmp_path_factory.mktemp("macho")
     stubs = root / "stubs"
-    _dylib(stubs, "libtorch_cpu.dylib", "int aoti_torch_get_device_type(void* t, int* d) "
-           "{ (void)t; *d = 0; return 0; }\n")  # fmt: skip
-    _dylib(stubs, "libc10.dylib", "namespace c10 { int foo(int x) { return x + 1; } }\n",
-           suffix=".cpp")  # fmt: skip
+    _dylib(
+        stubs,
+        "libtorch_cpu.dylib",
+        "int aoti_torch_get_device_type(void* t, int* d) { (void)t; *d = 0; return 0; }\n",
+    )
+    _dylib(
+        stubs, "libc10.dylib", "namespace c10 { int foo(int x) { return x + 1; } }\n", suffix=".cpp"
+    )
     # Stand-ins of what is installed elsewhere, by install name: a Homebrew library, the
     # python.org framework build's Python, a system framework.
-    _dylib(stubs, "libfoo.dylib", "int foo_f(void) { return 2; }\n",
-           install_name="/opt/homebrew/lib/libfoo.dylib")  # fmt: skip
+    _dylib(
+        stubs,
+        "libfoo.dylib",
+        "int foo_f(void) { return 2; }\n",
+        install_name="/opt/homebrew/lib/libfoo.dylib",
+    )
     frameworks = stubs / "frameworks"
-    _dylib(frameworks / "Python.framework", "Python",
-           "void* PyLong_FromLong(long v) { (void)v; return 0; }\n",
-           install_name="/Library/Frameworks/Python.framework/Versions/3.11/Python")  # fmt: skip
-    _dylib(frameworks / "Metal.framework", "Metal",
-           "void* MTLCreateSystemDefaultDevice(void) { return 0; }\n",
-           install_name="/System/Library/Frameworks/Metal.framework/Versions/A/Metal")  # fmt: skip
+    _dylib(
+        frameworks / "Python.framework",
+        "Python",
+        "void* PyLong_FromLong(long v) { (void)v; return 0; }\n",
+        install_name="/Library/Frameworks/Python.framework/Versions/3.11/Python",
+    )
+    _dylib(
+        frameworks / "Metal.framework",
+        "Metal",
+        "void* MTLCreateSystemDefaultDevice(void) { return 0; }\n",
+        install_name="/System/Library/Frameworks/Metal.framework/Versions/A/Metal",
+    )
+    # Foundation's binary is under Versions/C, not A (as torch's libc10.dylib links it).
+    _dylib(
+        frameworks / "Foundation.framework",
+        "Foundation",
+        "void* NSLog(void* format) { return format; }\n",
+        install_name="/System/Library/Frameworks/Foundation.framework/Versions/C/Foundation",
+    )
     torch = ("-L", str(stubs), "-ltorch_cpu")
-    metal_source = "void* MTLCreateSystemDefaultDevice(void);\n" + CLEAN_SOURCE.replace(
-        "return ", "return MTLCreateSystemDefaultDevice() != 0 && "
+    metal_source = "void* MTLCreateSystemDefaultDevice(void);\nvoid* NSLog(void*);\n" + (
+        CLEAN_SOURCE.replace("return ", "return NSLog(MTLCreateSystemDefaultDevice()) != 0 && ")
     )
     libraries = {
         "clean": _dylib(root / "clean", NAME, CLEAN_SOURCE, *torch),
@@ -94,10 +121,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             *torch,
             "-lfoo",
         ),
-        "macos15": _dylib(root / "macos15", NAME, CLEAN_SOURCE, *torch,
-                          target="aarch64-macos.15.0"),  # fmt: skip
-        "x86_64": _dylib(root / "x86_64", NAME, "int ptkit_test_f(void) { return 1; }\n",
-                         target="x86_64-macos.14.0"),  # fmt: skip
+        "macos15": _dylib(
+            root / "macos15", NAME, CLEAN_SOURCE, *torch, target="aarch64-macos.15.0"
+        ),
+        "x86_64": _dylib(
+            root / "x86_64",
+            NAME,
+            "int ptkit_test_f(void) { return 1; }\n",
+            target="x86_64-macos.14.0",
+        ),
         "classic": _dylib(
             root / "classic",
             NAME,
@@ -117,19 +149,34 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "-framework",
             "Python",
         ),
-        "metal": _dylib(root / "metal", "libptkit_metal.dylib", metal_source, *torch,
-                        "-F", str(frameworks), "-framework", "Metal"),  # fmt: skip
+        "metal": _dylib(
+            root / "metal",
+            "libptkit_metal.dylib",
+            metal_source,
+            *torch,
+            "-F",
+            str(frameworks),
+            "-framework",
+            "Metal",
+            "-framework",
+            "Foundation",
+        ),
         # torch linked by the build machine's path, and an LC_RPATH into it.
         "build_paths": _dylib(
             root / "build_paths",
             NAME,
             CLEAN_SOURCE,
-            str(_dylib(root / "torch" / "lib", "libtorch_cpu.dylib",
-                       "int aoti_torch_get_device_type(void* t, int* d) { return 0; }\n",
-                       install_name=str(root / "torch/lib/libtorch_cpu.dylib"))),
+            str(
+                _dylib(
+                    root / "torch" / "lib",
+                    "libtorch_cpu.dylib",
+                    "int aoti_torch_get_device_type(void* t, int* d) { return 0; }\n",
+                    install_name=str(root / "torch/lib/libtorch_cpu.dylib"),
+                )
+            ),
             "-Wl,-rpath,/Users/runner/work/torch/lib",
             "-Wl,-rpath,@loader_path",
-        ),  # fmt: skip
+        ),
     }
     return libraries
 
@@ -265,31 +312,40 @@ def test_the_python_framework_is_refused(built: dict[str, Path]) -> None:
 
 def test_metal_frameworks_are_a_metal_librarys_only(built: dict[str, Path]) -> None:
     metal = built["metal"]
-    assert "/System/Library/Frameworks/Metal.framework/Versions/A/Metal" in (
-        read_macho(metal).linkage.needed
-    )
+    frameworks = [
+        "/System/Library/Frameworks/Metal.framework/Versions/A/Metal",
+        "/System/Library/Frameworks/Foundation.framework/Versions/C/Foundation",
+    ]
+    assert set(frameworks) <= set(read_macho(metal).linkage.needed)
     assert _audit(metal, backend="metal") == []
-    (problem,) = _audit(metal, backend="cpu")
-    assert problem.startswith(
-        "libptkit_metal.dylib links /System/Library/Frameworks/Metal.framework/Versions/A/Metal, "
-        "which only a metal library may: it is a cpu library"
+    problems = _audit(metal, backend="cpu")
+    assert sorted(p.split(",")[0] for p in problems) == sorted(
+        f"libptkit_metal.dylib links {f}" for f in frameworks
     )
+    fix = (
+        ", which only a metal library may: it is a cpu library, so its Metal code would load "
+        "wherever the metal variant is not chosen. Fix: move the Metal code into the metal "
+        "backend's library (ptkit_add_kernel_library(… BACKEND metal)), or drop the link"
+    )
+    assert all(p.endswith(fix) for p in problems), problems
 
 
 def test_torch_by_a_build_path_and_an_absolute_rpath_are_refused(built: dict[str, Path]) -> None:
     problems = _audit(built["build_paths"])
     assert len(problems) == 2, problems
     assert problems[0].startswith(f"{NAME} links torch's libtorch_cpu.dylib as /")
-    assert problems[0].endswith(
-        f"/torch/lib/libtorch_cpu.dylib @rpath/libtorch_cpu.dylib {NAME}"
-    )
+    assert problems[0].endswith(f"/torch/lib/libtorch_cpu.dylib @rpath/libtorch_cpu.dylib {NAME}")
     assert problems[1].startswith(
         f"{NAME} has LC_RPATH /Users/runner/work/torch/lib, a path on the build machine"
     )
-    assert problems[1].endswith(f"install_name_tool -delete_rpath /Users/runner/work/torch/lib {NAME}")
+    assert problems[1].endswith(
+        f"install_name_tool -delete_rpath /Users/runner/work/torch/lib {NAME}"
+    )
 
 
-def test_a_corrupt_dylib_is_a_problem_not_a_traceback(built: dict[str, Path], tmp_path: Path) -> None:
+def test_a_corrupt_dylib_is_a_problem_not_a_traceback(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
     broken = tmp_path / NAME
     broken.write_bytes(built["clean"].read_bytes()[:100])
     (problem,) = _audit(broken)
@@ -300,7 +356,7 @@ def test_a_corrupt_dylib_is_a_problem_not_a_traceback(built: dict[str, Path], tm
 def test_inspect_shows_the_load_commands_minimum_macos_architecture_and_isa(
     built: dict[str, Path], tmp_path: Path
 ) -> None:
-    (report,) = inspect_path(_wheel(tmp_path, built["macos15"]))
+    (report,) = inspect_path(_wheel(tmp_path / "15", built["macos15"], tag="macosx_15_0_arm64"))
     text = report.format()
     for line in (
         "  manifest: cpu / variant cpu / zig 0.17.0 / torch target 2.10, built with 2.14.1 / "
@@ -311,11 +367,31 @@ def test_inspect_shows_the_load_commands_minimum_macos_architecture_and_isa(
         "  LC_RPATH: (none)",
         "  minimum macOS: 15.0",
         "  architectures: arm64",
-        "  audit: ok",  # the tag's rules are the release audit's; inspect reports the file
+        "  audit: ok",
     ):
         assert line in text.splitlines(), text
     assert report.to_json()["binary_format"] == "Mach-O"
-    # A lone dylib is known by its magic number; the shared rules still apply.
-    (lone,) = inspect_path(built["python"])
-    assert lone.binary_format == "Mach-O"
-    assert any("Python.framework" in p for p in lone.problems), lone.problems
+    # The release audit's rules against the wheel's tag: what it would refuse, inspect shows.
+    (early,) = inspect_path(_wheel(tmp_path / "14", built["macos15"]))
+    (problem,) = early.problems
+    assert problem.startswith(f"{NAME} (arm64) needs macOS 15.0 (LC_BUILD_VERSION minos)")
+    assert f"  PROBLEM: {problem}" in early.format().splitlines()
+
+
+def test_inspect_of_a_lone_dylib_applies_the_rules_a_file_can_tell(
+    built: dict[str, Path],
+) -> None:
+    """Known by its magic number; no tag, so no minimum macOS or architecture to hold it
+    to, but its links and Python ties are its own."""
+    (python,) = inspect_path(built["python"])
+    assert python.binary_format == "Mach-O"
+    assert python.problems[0] == f"no manifest next to {NAME}: the loader will not load it"
+    assert "Python.framework/Versions/3.11/Python (LC_LOAD_DYLIB)" in python.problems[1]
+    (homebrew,) = inspect_path(built["homebrew"])
+    assert [p.split(",")[0] for p in homebrew.problems[1:]] == [
+        f"{NAME} links /opt/homebrew/lib/libfoo.dylib"
+    ]
+    (newer,) = inspect_path(built["macos15"])
+    assert newer.minimum_os == "15.0" and newer.problems == [
+        f"no manifest next to {NAME}: the loader will not load it"
+    ]

@@ -35,7 +35,7 @@ TAG = "win_amd64"
 NAME = "ptkit_cpu.dll"
 # A DLL's entry point where no CRT provides one (lld-link's default name for -shared).
 _ENTRY = (
-    'EXTERN_C int __stdcall _DllMainCRTStartup(void* h, unsigned long r, void* p) '
+    "EXTERN_C int __stdcall _DllMainCRTStartup(void* h, unsigned long r, void* p) "
     "{ (void)h; (void)r; (void)p; return 1; }\n"
 )
 # DLL -> what the tests import from it.
@@ -105,8 +105,18 @@ def _dll(
     libs = [str(stubs[arch][dll]) for dll in imports]
     # An executable names its entry and subsystem, which no CRT supplies here.
     kind = ["-shared"] if shared else ["-Wl,--subsystem,console", "-Wl,--entry,mainCRTStartup"]
-    _zig("cc", "-target", f"{arch}-windows-msvc", *kind, "-nostdlib", "-O2", "-o", str(out),
-         str(src), *libs)  # fmt: skip
+    _zig(
+        "cc",
+        "-target",
+        f"{arch}-windows-msvc",
+        *kind,
+        "-nostdlib",
+        "-O2",
+        "-o",
+        str(out),
+        str(src),
+        *libs,
+    )
     return out
 
 
@@ -122,8 +132,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         }
         for arch, machine in machines.items()
     }
-    system = ("torch_cpu.dll", "KERNEL32.dll", "api-ms-win-crt-runtime-l1-1-0.dll",
-              "VCRUNTIME140.dll")  # fmt: skip
+    system = (
+        "torch_cpu.dll",
+        "KERNEL32.dll",
+        "api-ms-win-crt-runtime-l1-1-0.dll",
+        "VCRUNTIME140.dll",
+    )
 
     def one(kind: str, source: str, *imports: str, **kwargs: str | bool) -> Path:
         name = str(kwargs.pop("name", NAME))
@@ -167,8 +181,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "module", "__declspec(dllexport) void* PyInit_ptkit_cpu(void) { return 0; }\n"
         ),
         "arm64": one("arm64", CLEAN_SOURCE, *system, arch="aarch64"),
-        "exe": one("exe", "int ptkit_test_f(void) { return 1; }\n", name="ptkit_cpu.exe",
-                   shared=False),  # fmt: skip
+        "exe": one(
+            "exe", "int ptkit_test_f(void) { return 1; }\n", name="ptkit_cpu.exe", shared=False
+        ),
     }
 
 
@@ -238,17 +253,26 @@ def test_the_reader_sees_imports_exports_and_machine(built: dict[str, Path]) -> 
     assert pe.linkage.rpath == ()
 
 
-@pytest.mark.parametrize("python", ["python3", "python311"])
-def test_pythons_dll_is_refused(built: dict[str, Path], python: str) -> None:
+@pytest.mark.parametrize(
+    ("python", "tie"),
+    [
+        ("python311", "on one Python only"),
+        # The limited API's DLL is every CPython 3's, but still Python's, and not all of them.
+        ("python3", "only where a CPython that provides it has loaded it (not the free-threaded"),
+    ],
+)
+def test_pythons_dll_is_refused(built: dict[str, Path], python: str, tie: str) -> None:
     (problem,) = _audit(built[python])
     assert problem.startswith(
         f"{NAME} links {python}.dll (import) for 1 symbol of Python's C API or torch's Python "
-        "bindings (PyLong_FromLong): the wheel would run on one Python only. Fix: a kernel "
-        "library links no Python"
+        f"bindings (PyLong_FromLong): the wheel would run {tie}"
     )
+    assert "Fix: a kernel library links no Python" in problem
 
 
-def test_a_dll_neither_torchs_nor_windows_is_refused(built: dict[str, Path], tmp_path: Path) -> None:
+def test_a_dll_neither_torchs_nor_windows_is_refused(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
     (problem,) = audit_wheel(_wheel(tmp_path, built["foo"])).problems
     assert problem.startswith(
         f"{NAME} links foo.dll, which is neither what torch provides to cpu code (torch.dll, "
@@ -286,9 +310,7 @@ def test_a_c10_symbol_in_a_stable_abi_dll_is_refused_and_allowed_in_torch_mode(
 
 def test_an_exported_module_init_is_refused(built: dict[str, Path]) -> None:
     (problem,) = _audit(built["module"])
-    assert problem.startswith(
-        f"{NAME} exports PyInit_ptkit_cpu: it is a Python extension module"
-    )
+    assert problem.startswith(f"{NAME} exports PyInit_ptkit_cpu: it is a Python extension module")
 
 
 def test_an_arm64_dll_in_an_amd64_wheel_and_an_exe_are_refused(built: dict[str, Path]) -> None:
@@ -320,7 +342,20 @@ def test_inspect_shows_the_imports_machine_and_isa(built: dict[str, Path], tmp_p
         assert dll in imports
     assert lines[-1] == "  audit: ok"
     assert report.to_json()["imports"]["torch_cpu.dll"] == ["aoti_torch_get_device_type"]
-    # A lone DLL is known by its magic number; the shared rules still apply.
-    (lone,) = inspect_path(built["python3"])
-    assert lone.binary_format == "PE"
-    assert any("links python3.dll (import)" in p for p in lone.problems), lone.problems
+    # The release audit's rules against the wheel's tag: what it would refuse, inspect shows.
+    (arm64,) = inspect_path(_wheel(tmp_path / "arm64", built["arm64"]))
+    assert arm64.architectures == ["ARM64"]
+    (problem,) = arm64.problems
+    assert problem.startswith(f"{NAME} is an ARM64 DLL but its wheel's tag {TAG} says AMD64")
+    assert f"  PROBLEM: {problem}" in arm64.format().splitlines()
+
+
+def test_inspect_of_a_lone_dll_applies_the_rules_a_file_can_tell(built: dict[str, Path]) -> None:
+    """Known by its magic number; no tag, so no machine to hold it to, but its imports
+    and Python ties are its own."""
+    (python,) = inspect_path(built["python3"])
+    assert python.binary_format == "PE"
+    assert python.problems[0] == f"no manifest next to {NAME}: the loader will not load it"
+    assert python.problems[1].startswith(f"{NAME} links python3.dll (import)")
+    (arm64,) = inspect_path(built["arm64"])
+    assert arm64.problems == [f"no manifest next to {NAME}: the loader will not load it"]

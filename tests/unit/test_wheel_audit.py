@@ -361,6 +361,29 @@ def test_a_corrupt_library_is_a_problem_not_a_traceback(tmp_path: Path, truncate
 # --- the platform of the wheel's tag ------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("platform_tag", "library", "binary_format"),
+    [
+        ("macosx_14_0_arm64", "libptkit_cpu.dylib", "Mach-O"),
+        ("win_amd64", "ptkit_cpu.dll", "PE"),
+    ],
+)
+def test_a_macos_or_windows_wheel_is_audited_in_its_format(
+    tmp_path: Path, platform_tag: str, library: str, binary_format: str
+) -> None:
+    """The tag's platform picks the reader; a file it cannot read is a problem, never a
+    pass (real dylibs and DLLs: tests/unit/test_macho_audit.py, test_pe_audit.py)."""
+    data = b"MZ not a library: no header the reader knows"
+    wheel = _wheel(
+        tmp_path,
+        {library: data, "m.manifest.json": _manifest(library, data)},
+        platform_tag=platform_tag,
+    )
+    (problem,) = audit_wheel(wheel).problems
+    assert problem.startswith(f"{library}: not a readable {binary_format} library (")
+    assert problem.endswith("the wheel is corrupt; rebuild it")
+
+
 def test_a_pure_wheel_passes_without_native_libraries_and_fails_with_one(tmp_path: Path) -> None:
     """The toolkit wheel is py3-none-any: a native library in it would be a mistake."""
     pure = _wheel(tmp_path / "pure", {}, platform_tag="any")

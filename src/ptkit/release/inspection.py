@@ -2,12 +2,14 @@
 
 For each native library: its manifest, what it links (ELF: DT_NEEDED and RPATH; Mach-O:
 LC_LOAD_DYLIB, LC_RPATH, LC_ID_DYLIB, the minimum macOS and the architectures; PE: the
-imported DLLs and the machine), the symbol audit every format shares (Python ties, torch
-C++ symbols outside the stable ABI: :mod:`ptkit.release.linkage`), and the GPU code inside
-compared with the manifest: SASS/PTX of the CUDA fatbinary (``cuobjdump``), gfx code
-objects of the HIP offload bundles. The platform of a wheel's tag says which files are its
-native libraries, as in the release audit (:mod:`ptkit.release.wheel_audit`); a lone file
-is known by its magic number, else by its name.
+imported DLLs and the machine), the release audit's rules of its format
+(:func:`ptkit.release.wheel_audit.audit_native_library`: the ones every format shares,
+:mod:`ptkit.release.linkage`, and the format's own against the wheel's tag; a lone file
+has no tag, so its minimum OS, machine and symbol versions go unchecked), and the GPU code
+inside compared with the manifest: SASS/PTX of the CUDA fatbinary (``cuobjdump``), gfx
+code objects of the HIP offload bundles. The platform of a wheel's tag says which files
+are its native libraries, as in the release audit (:mod:`ptkit.release.wheel_audit`); a
+lone file is known by its magic number, else by its name.
 """
 
 from __future__ import annotations
@@ -26,11 +28,20 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ptkit.loading.manifest import MANIFEST_SUFFIX, ManifestError, read_manifest
 from ptkit.platforms import PLATFORMS, Platform
-from ptkit.release.elf_audit import audit_elf
+from ptkit.release.elf_audit import (
+    ManylinuxPolicy,
+    audit_elf,
+    is_manylinux,
+    load_manylinux_policy,
+)
 from ptkit.release.fatbin import find_cuobjdump, list_cuda_targets
-from ptkit.release.linkage import Linkage
 from ptkit.release.offload import OffloadError, list_hip_targets
-from ptkit.release.wheel_audit import by_arch, not_audited, wheel_platform
+from ptkit.release.wheel_audit import (
+    audit_native_library,
+    by_arch,
+    not_audited,
+    wheel_platform,
+)
 from ptkit.torch_abi import DEFAULT_ABI
 
 __all__ = ["LibraryReport", "inspect_path", "reports_json"]
@@ -120,6 +131,10 @@ class _Native:
     platform: Platform | None
     libraries: list[Path]
     problems: list[str]
+    tags: tuple[str, ...] = ()
+    """The wheel's platform tags (a lone file has none: its tag rules are skipped)."""
+    policy: ManylinuxPolicy | None = None
+    """auditwheel's table, for a manylinux wheel's symbol versions."""
 
 
 def _library_platform(path: Path) -> Platform | None:
@@ -150,19 +165,24 @@ def _native_files(path: Path) -> Iterator[_Native]:
     except InvalidWheelFilename:
         tags = ()
     platform, problems = wheel_platform(path.name, tags)
+    policy = None
+    if platform is not None and platform.binary_format == "ELF" and any(map(is_manylinux, tags)):
+        try:
+            policy = load_manylinux_policy()
+        except FileNotFoundError as exc:  # as the release audit says it
+            problems.append(f"the manylinux symbol versions cannot be checked: {exc}")
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as wheel:
         native = [n for n in wheel.namelist() if platform and platform.is_native_library(n)]
         manifests = [n for n in wheel.namelist() if n.endswith(MANIFEST_SUFFIX)]
         for name in [*native, *manifests]:
             wheel.extract(name, tmp)
-        yield _Native(platform, sorted(Path(tmp, n) for n in native), problems)
+        yield _Native(platform, sorted(Path(tmp, n) for n in native), problems, tags, policy)
 
 
-def _report(
-    library: Path, platform: Platform | None, problems: list[str], cuobjdump: str | None
-) -> LibraryReport:
+def _report(library: Path, native: _Native, cuobjdump: str | None) -> LibraryReport:
+    platform = native.platform
     manifest_data = None
-    problems = list(problems)
+    problems = list(native.problems)
     for path in sorted(library.parent.glob(f"*{MANIFEST_SUFFIX}")):
         try:
             manifest = read_manifest(path)
@@ -176,14 +196,20 @@ def _report(
     if platform is None:
         return LibraryReport(library.name, manifest_data, [], [], problems, None)
     abi = manifest_data["torch"].get("abi", "stable") if manifest_data else "stable"
-    read = _read_library(library, platform, abi)
-    if isinstance(read, str):
-        problems.append(read)
+    report = _read_library(library, platform, abi)
+    if isinstance(report, str):
+        problems.append(report)
         return LibraryReport(
             library.name, manifest_data, [], [], problems, None, platform.binary_format
         )
-    linkage, report = read
-    problems += linkage.problems
+    # The release audit's rules of the format (the shared ones, links, search path, and the
+    # tag's symbol versions, minimum OS, architecture or machine), so that "audit: ok"
+    # here is what the audit of the wheel would say of the library.
+    backend = manifest_data["backend"] if manifest_data else None
+    _, format_problems, _ = audit_native_library(
+        library, platform, native.tags, backend=backend, abi=abi, policy=native.policy
+    )
+    problems += format_problems
     fatbin = None
     if manifest_data and manifest_data["backend"] == "cuda":
         tool = find_cuobjdump(cuobjdump)
@@ -211,11 +237,9 @@ def _report(
     return dataclasses.replace(report, manifest=manifest_data, problems=problems, fatbin=fatbin)
 
 
-def _read_library(
-    library: Path, platform: Platform, abi: str
-) -> tuple[Linkage, LibraryReport] | str:
-    """The library read by its platform's format: what the shared rules read and the
-    report's link fields, or why it cannot be read."""
+def _read_library(library: Path, platform: Platform, abi: str) -> LibraryReport | str:
+    """The report's link fields, read in the library's platform's format, or why it cannot
+    be read."""
     name = library.name
     fmt = platform.binary_format
     if fmt == "ELF":
@@ -225,7 +249,7 @@ def _read_library(
             elf = audit_elf(library, abi)
         except (ELFError, OSError, ValueError) as exc:
             return f"{name}: not a readable ELF library ({exc})"
-        return elf, LibraryReport(name, None, list(elf.needed), list(elf.rpath), [], None)
+        return LibraryReport(name, None, list(elf.needed), list(elf.rpath), [], None)
     if fmt == "Mach-O":
         from ptkit.release.macho_audit import read_macho
 
@@ -236,7 +260,7 @@ def _read_library(
         except (ValueError, OSError, struct.error, EOFError, IndexError, KeyError) as exc:
             return f"{name}: not a readable Mach-O library ({exc})"
         linkage = macho.linkage
-        return linkage, LibraryReport(
+        return LibraryReport(
             name,
             None,
             list(linkage.needed),
@@ -259,7 +283,7 @@ def _read_library(
             pe = read_pe(library, abi)
         except (pefile.PEFormatError, OSError, ValueError, struct.error, IndexError) as exc:
             return f"{name}: not a readable PE library ({exc})"
-        return pe.linkage, LibraryReport(
+        return LibraryReport(
             name,
             None,
             list(pe.linkage.needed),
@@ -285,9 +309,7 @@ def inspect_path(path: Path, *, cuobjdump: str | None = None) -> list[LibraryRep
     if not path.exists():
         raise FileNotFoundError(f"ptkit inspect: {path} does not exist")
     with _native_files(path) as native:
-        return [
-            _report(lib, native.platform, native.problems, cuobjdump) for lib in native.libraries
-        ]
+        return [_report(lib, native, cuobjdump) for lib in native.libraries]
 
 
 def reports_json(reports: list[LibraryReport]) -> str:

@@ -60,6 +60,9 @@ class BinaryFormat:
     """A link to torch's Python bindings."""
     libpython_note: str = ""
     """What else goes wrong with a libpython link in this format (its repair tool)."""
+    limited_api: str = ""
+    """The link of Python's limited API in this format (lower case), which every CPython of
+    one build kind has, not one version: its tie is said differently."""
 
 
 ELF = BinaryFormat(
@@ -83,6 +86,7 @@ PE = BinaryFormat(
     "import",
     re.compile(r"^python3\d*t?(?:_d)?\.dll$", re.IGNORECASE),
     re.compile(r"^torch_python\.dll$", re.IGNORECASE),
+    limited_api="python3.dll",
 )
 
 # Itanium-mangled names in torch's C++ namespaces (c10::, at::, torch::, caffe2::).
@@ -186,9 +190,15 @@ class Linkage:
         found = []
         for lib in self.needed:
             if fmt.libpython.search(lib):
+                tie = (
+                    "only where a CPython that provides it has loaded it (not the free-threaded "
+                    "build, whose limited-API DLL is python3t.dll)"
+                    if fmt.limited_api and lib.lower() == fmt.limited_api
+                    else "on one Python only"
+                )
                 found.append(
-                    f"{name} links {lib} ({fmt.link_entry}){needing}: the wheel would run on one "
-                    f"Python only{fmt.libpython_note}. Fix: {NO_PYTHON_FIX}"
+                    f"{name} links {lib} ({fmt.link_entry}){needing}: the wheel would run "
+                    f"{tie}{fmt.libpython_note}. Fix: {NO_PYTHON_FIX}"
                 )
                 needing = ""  # said once
             elif fmt.torch_python.search(lib):

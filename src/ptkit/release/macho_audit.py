@@ -9,8 +9,9 @@ For a library of a ``macosx_<X>_<Y>_<arch>`` wheel (:mod:`ptkit.release.wheel_au
 * every LC_LOAD_DYLIB (and its weak, re-export, lazy and upward kinds) is torch's for the
   library's backend (:mod:`ptkit.release.torch_libraries`), named ``@rpath/<name>`` as
   torch's own install names are, or one of the few system libraries every macOS has
-  (:data:`SYSTEM_DYLIBS`; a Metal library also the frameworks in
-  :data:`METAL_DYLIBS`): nothing a user's machine would lack, and no Python;
+  (:data:`SYSTEM_DYLIBS`; a metal library also libobjc and the frameworks of
+  :data:`METAL_FRAMEWORKS`, which no other backend's may link): nothing a user's machine
+  would lack, and no Python;
 * no LC_RPATH into the build machine: an absolute path (only ``@loader_path``,
   ``@executable_path`` and ``@rpath`` are relative to where the wheel lands);
 * its minimum macOS (LC_BUILD_VERSION ``minos``, or LC_VERSION_MIN_MACOSX) is not newer
@@ -57,7 +58,18 @@ SYSTEM_DYLIBS = (
 # and Foundation (with CoreFoundation under it). On every macOS a Metal wheel's tag names,
 # but a CPU library has no business with them.
 METAL_DYLIBS = ("/usr/lib/libobjc.A.dylib",)
-METAL_FRAMEWORKS = ("Metal", "MetalPerformanceShaders", "Foundation", "CoreFoundation")
+METAL_FRAMEWORKS = (
+    "Metal",
+    "MetalPerformanceShaders",
+    "MetalPerformanceShadersGraph",
+    "Foundation",
+    "CoreFoundation",
+)
+# A system framework's binary: <Name>.framework/<Name>, or under Versions/<A, C …>/
+# (Foundation's is Versions/C, as torch's own libc10.dylib links it).
+_SYSTEM_FRAMEWORK = re.compile(
+    r"^/System/Library/Frameworks/(\w+)\.framework/(?:Versions/[^/]+/)?(\w+)$"
+)
 _RELATIVE_RPATH = ("@loader_path", "@executable_path", "@rpath")
 _MACOSX_TAG = re.compile(r"^macosx_(\d+)_(\d+)_(\w+)$")
 # A tag's architecture -> the slices the library must hold.
@@ -252,17 +264,12 @@ class MachOLibraryAudit:
     """False: not a Mach-O file macholib can read (``problems`` says so)."""
 
 
-def _metal_dylibs() -> tuple[str, ...]:
-    """What Metal code links, as LC_LOAD_DYLIB names it (a framework's two spellings)."""
-    frameworks = tuple(
-        path
-        for name in METAL_FRAMEWORKS
-        for path in (
-            f"/System/Library/Frameworks/{name}.framework/Versions/A/{name}",
-            f"/System/Library/Frameworks/{name}.framework/{name}",
-        )
-    )
-    return (*METAL_DYLIBS, *frameworks)
+def _is_metal(lib: str) -> bool:
+    """Whether an LC_LOAD_DYLIB is one of what Metal code links."""
+    if lib in METAL_DYLIBS:
+        return True
+    match = _SYSTEM_FRAMEWORK.match(lib)
+    return bool(match and match.group(1) == match.group(2) and match.group(1) in METAL_FRAMEWORKS)
 
 
 def _may_link_metal(backend: str) -> bool:
@@ -280,8 +287,7 @@ def _system_text(backend: str) -> str:
 
 def _link_problems(linkage: Linkage, torch_patterns: tuple[str, ...], backend: str) -> list[str]:
     name = linkage.path.name
-    metal = _metal_dylibs()
-    system = (*SYSTEM_DYLIBS, *metal) if _may_link_metal(backend) else SYSTEM_DYLIBS
+    may_link_metal = _may_link_metal(backend)
 
     def torch_name(lib: str) -> bool:
         return is_torch_library(lib.rsplit("/", 1)[-1], torch_patterns)
@@ -294,10 +300,10 @@ def _link_problems(linkage: Linkage, torch_patterns: tuple[str, ...], backend: s
         "the Metal code into the metal backend's library (ptkit_add_kernel_library(… "
         "BACKEND metal)), or drop the link"
         for lib in linkage.needed
-        if lib in metal and lib not in system
+        if _is_metal(lib) and not may_link_metal
     ]
     problems += linkage.link_problems(
-        lambda lib: torch_name(lib) or lib in system or lib in metal,
+        lambda lib: torch_name(lib) or lib in SYSTEM_DYLIBS or _is_metal(lib),
         backend=backend,
         torch_patterns=tuple(f"@rpath/{p}" for p in torch_patterns),
         runtime=_system_text(backend),

@@ -8,8 +8,9 @@ a library of a ``win_amd64`` wheel (:mod:`ptkit.release.wheel_audit`):
 
 * every imported DLL (the import table and the delay-load one) is torch's for the
   library's backend (:mod:`ptkit.release.torch_libraries`, its GPU runtime included), or
-  one every Windows the wheel runs on has (:data:`SYSTEM_DLLS`: KERNEL32, the UCRT, the
-  MSVC runtime torch ships and needs too); DLL names compare case-insensitively;
+  one every Windows the wheel runs on has (:data:`SYSTEM_DLLS`: KERNEL32, ADVAPI32,
+  DbgHelp, the UCRT, the MSVC runtime torch ships and needs too); DLL names compare
+  case-insensitively;
 * no debug runtime (``ucrtbased.dll``, ``vcruntime140d.dll``): a Debug build;
 * its machine type is the tag's (AMD64 for ``win_amd64``), and it is a DLL.
 
@@ -38,11 +39,14 @@ __all__ = [
 ]
 
 # What every Windows 10+ has, lower case: KERNEL32 and the API sets (api-ms-win-core-*
-# resolve to it), the Universal CRT (ucrtbase and its api-ms-win-crt-* API sets), and
-# the MSVC runtime of /MD builds (VCRUNTIME140_1: x64 C++ exceptions; MSVCP140*: the C++
-# standard library), which torch's own DLLs import and torch's wheel ships.
+# resolve to it), ADVAPI32 and DbgHelp (torch's own c10.dll imports both), the Universal
+# CRT (ucrtbase and its api-ms-win-crt-* API sets), and the MSVC runtime of /MD builds
+# (VCRUNTIME140_1: x64 C++ exceptions; MSVCP140*: the C++ standard library), which
+# torch's own DLLs import and torch's wheel ships.
 SYSTEM_DLLS = (
     "kernel32.dll",
+    "advapi32.dll",
+    "dbghelp.dll",
     "api-ms-win-core-*.dll",
     "api-ms-win-crt-*.dll",
     "ucrtbase.dll",
@@ -144,8 +148,8 @@ def _link_problems(pe: PeFile, torch_patterns: tuple[str, ...], backend: str) ->
         ),
         backend=backend,
         torch_patterns=torch_patterns,
-        runtime="a DLL every Windows has (KERNEL32, the UCRT's ucrtbase and api-ms-win-*, "
-        "the MSVC runtime VCRUNTIME140*/MSVCP140*)",
+        runtime="a DLL every Windows has (KERNEL32, ADVAPI32, DbgHelp, the UCRT's ucrtbase "
+        "and api-ms-win-*, the MSVC runtime VCRUNTIME140*/MSVCP140*)",
     )
 
 

@@ -53,6 +53,7 @@ from ptkit.torch_abi import DEFAULT_ABI, PORTING_GUIDE
 __all__ = [
     "LibraryAudit",
     "WheelAudit",
+    "audit_native_library",
     "audit_wheel",
     "by_arch",
     "not_audited",
@@ -395,6 +396,58 @@ def audit_wheel(
     return WheelAudit(wheel, platforms, tuple(libraries), tuple(problems), tuple(notes))
 
 
+def audit_native_library(
+    path: Path,
+    platform: Platform,
+    platforms: tuple[str, ...],
+    *,
+    backend: str | None,
+    abi: str = DEFAULT_ABI,
+    policy: elf_audit.ManylinuxPolicy | None = None,
+) -> tuple[LibraryAudit | None, list[str], bool]:
+    """Every rule of ``platform``'s binary format for the library at ``path`` of a wheel
+    tagged ``platforms`` (none: a lone file, whose tag rules are skipped): the summary
+    (None for a format with no audit), the problems, and whether the file was readable.
+    ``backend`` None: unknown (no manifest), which may link every backend's torch
+    libraries. ``ptkit inspect`` reports these problems too."""
+    patterns = (
+        torch_libraries(backend, platform.name, abi)
+        if backend is not None
+        else all_torch_libraries(platform.name)
+    )
+    shown = backend if backend is not None else "any backend"
+    if platform.binary_format == "ELF":
+        elf = elf_audit.audit_elf_library(
+            path,
+            backend=shown,
+            torch_patterns=patterns,
+            platforms=platforms,
+            policy=policy,
+            abi=abi,
+        )
+        library = LibraryAudit(path.name, elf.needed, elf.highest_versions)
+        return library, list(elf.problems), elf.readable
+    if platform.binary_format == "Mach-O":
+        macho = macho_audit.audit_macho_library(
+            path, backend=shown, torch_patterns=patterns, platforms=platforms, abi=abi
+        )
+        library = LibraryAudit(
+            path.name, macho.needed, {}, (), "Mach-O", macho.minimum_os, macho.archs
+        )
+        return library, list(macho.problems), macho.readable
+    if platform.binary_format == "PE":
+        pe = pe_audit.audit_pe_library(
+            path, backend=shown, torch_patterns=patterns, platforms=platforms, abi=abi
+        )
+        machine = (pe.machine,) if pe.machine else ()
+        return (
+            LibraryAudit(path.name, pe.needed, {}, (), "PE", "", machine),
+            list(pe.problems),
+            pe.readable,
+        )
+    return None, [not_audited(path.name, platform)], False
+
+
 def _audit_library(
     path: Path,
     manifest: Manifest | None,
@@ -411,44 +464,17 @@ def _audit_library(
             "grafted?); exclude it from the repair or install it with "
             "ptkit_install_kernel_library"
         )
-    backend = manifest.backend if manifest is not None else "any backend"
-    abi = manifest.torch_abi if manifest is not None else DEFAULT_ABI
-    patterns = (
-        torch_libraries(manifest.backend, platform.name, abi)
-        if manifest is not None
-        else all_torch_libraries(platform.name)
+    library, format_problems, readable = audit_native_library(
+        path,
+        platform,
+        platforms,
+        backend=manifest.backend if manifest is not None else None,
+        abi=manifest.torch_abi if manifest is not None else DEFAULT_ABI,
+        policy=policy,
     )
-    if platform.binary_format == "ELF":
-        elf = elf_audit.audit_elf_library(
-            path,
-            backend=backend,
-            torch_patterns=patterns,
-            platforms=platforms,
-            policy=policy,
-            abi=abi,
-        )
-        problems += elf.problems
-        library = LibraryAudit(path.name, elf.needed, elf.highest_versions)
-        readable = elf.readable
-    elif platform.binary_format == "Mach-O":
-        macho = macho_audit.audit_macho_library(
-            path, backend=backend, torch_patterns=patterns, platforms=platforms, abi=abi
-        )
-        problems += macho.problems
-        library = LibraryAudit(
-            path.name, macho.needed, {}, (), "Mach-O", macho.minimum_os, macho.archs
-        )
-        readable = macho.readable
-    elif platform.binary_format == "PE":
-        pe = pe_audit.audit_pe_library(
-            path, backend=backend, torch_patterns=patterns, platforms=platforms, abi=abi
-        )
-        problems += pe.problems
-        machine = (pe.machine,) if pe.machine else ()
-        library = LibraryAudit(path.name, pe.needed, {}, (), "PE", "", machine)
-        readable = pe.readable
-    else:
-        return None, [*problems, not_audited(path.name, platform)]
+    problems += format_problems
+    if library is None:
+        return None, problems
     if manifest is not None and readable:
         gpu, gpu_problems = _gpu_check(manifest, cuobjdump)
         problems += gpu_problems
