@@ -310,3 +310,14 @@ def make_wheel(
         for entry, data in files.items():
             archive.writestr(zipfile.ZipInfo(entry, (2020, 1, 1, 0, 0, 0)), data)
     return path
+
+
+def wheel_holding_library(folder: Path, library: Path, manifest: bytes, tag: str) -> Path:
+    """A ptkit_ops wheel tagged py3-none-``tag`` holding ``library`` and its ``manifest``
+    under ptkit_ops/_native/, as a build writes them."""
+    native = "ptkit_ops/_native"
+    extra = {
+        f"{native}/{library.name}": library.read_bytes(),
+        f"{native}/{library.stem}.manifest.json": manifest,
+    }
+    return make_wheel(folder, "ptkit-ops", "0.1.0", tag=f"py3-none-{tag}", extra=extra)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,8 +58,19 @@ class CrossTarget:
     """CMake's ``CMAKE_SYSTEM_NAME`` there."""
     processor: str
     """CMake's ``CMAKE_SYSTEM_PROCESSOR`` there (what CMake says on that machine)."""
-    torch_tag: str
-    """The platform tag ``pip download --platform`` asks torch's wheel for."""
+
+    @property
+    def torch_tag(self) -> str:
+        """The platform tag ``pip download --platform`` asks torch's wheel for: the
+        release's own tag for the platform (pip takes older macOS tags under it too)."""
+        from ptkit.platforms import RELEASE_PLATFORMS
+
+        return RELEASE_PLATFORMS[self.platform].wheel_tag
+
+    @property
+    def torch_wheels(self) -> str:
+        """A glob of the torch wheels that serve it (``macosx_*_arm64``: any minimum macOS)."""
+        return re.sub(r"^macosx_\d+_\d+_", "macosx_*_", self.torch_tag)
 
     def host_platform(self, minimum_macos: str | None) -> str:
         """``_PYTHON_HOST_PLATFORM`` (sysconfig's spelling: ``macosx-14.0-arm64``)."""
@@ -70,8 +82,8 @@ class CrossTarget:
 CROSS_TARGETS = {
     t.platform: t
     for t in (
-        CrossTarget("macosx_arm64", "aarch64-macos", "Darwin", "arm64", "macosx_14_0_arm64"),
-        CrossTarget("win_amd64", "x86_64-windows-gnu", "Windows", "AMD64", "win_amd64"),
+        CrossTarget("macosx_arm64", "aarch64-macos", "Darwin", "arm64"),
+        CrossTarget("win_amd64", "x86_64-windows-gnu", "Windows", "AMD64"),
     )
 }
 
@@ -122,7 +134,7 @@ def target_torch(
         return torch
     downloads = cache / "cross-torch" / "wheels"
     downloads.mkdir(parents=True, exist_ok=True)
-    wheels = sorted(downloads.glob(f"torch-{version}-*-{target.torch_tag}.whl"))
+    wheels = sorted(downloads.glob(f"torch-{version}-*-{target.torch_wheels}.whl"))
     if not wheels:
         echo(f"ptkit: downloading torch {version} for {target.torch_tag} (once) into {downloads}")
         command = [
@@ -132,7 +144,7 @@ def target_torch(
             "-d", str(downloads),
         ]  # fmt: skip
         proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=3600)
-        wheels = sorted(downloads.glob(f"torch-{version}-*-{target.torch_tag}.whl"))
+        wheels = sorted(downloads.glob(f"torch-{version}-*-{target.torch_wheels}.whl"))
         if proc.returncode != 0 or not wheels:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
             raise CrossError(

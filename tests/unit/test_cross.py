@@ -75,6 +75,12 @@ def test_zig_command_compiles_for_the_target(tmp_path: Path) -> None:
     assert (tmp_path / "a.obj").read_bytes()[:2] == b"\x64\x86"  # IMAGE_FILE_MACHINE_AMD64
 
 
+def test_torch_wheels_of_any_minimum_macos_serve_the_macos_target() -> None:
+    assert CROSS_TARGETS["macosx_arm64"].torch_tag == "macosx_14_0_arm64"
+    assert CROSS_TARGETS["macosx_arm64"].torch_wheels == "macosx_*_arm64"
+    assert CROSS_TARGETS["win_amd64"].torch_wheels == "win_amd64"
+
+
 def test_unknown_platform_names_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(CrossError, match=r"--platform 'macosx_x86_64'.*macosx_arm64, win_amd64"):
         prepare_cross_build("macosx_x86_64", tmp_path)

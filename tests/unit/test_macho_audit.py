@@ -21,7 +21,7 @@ pytest.importorskip(
     "ziglang", reason="zig (PyPI's ziglang, requirements/dev.txt) builds the Mach-O test dylibs"
 )
 
-from support import make_wheel
+from support import wheel_holding_library
 
 from ptkit.release.inspection import inspect_path
 from ptkit.release.macho_audit import audit_macho_library, read_macho
@@ -204,13 +204,7 @@ def _manifest(library: Path, backend: str = "cpu", abi: str = "stable") -> bytes
 
 
 def _wheel(folder: Path, library: Path, *, tag: str = TAG, **manifest: str) -> Path:
-    """A ptkit_ops wheel tagged py3-none-``tag`` holding ``library`` and its manifest."""
-    native = "ptkit_ops/_native"
-    extra = {
-        f"{native}/{library.name}": library.read_bytes(),
-        f"{native}/{library.stem}.manifest.json": _manifest(library, **manifest),
-    }
-    return make_wheel(folder, "ptkit-ops", "0.1.0", tag=f"py3-none-{tag}", extra=extra)
+    return wheel_holding_library(folder, library, _manifest(library, **manifest), tag)
 
 
 def _audit(library: Path, backend: str = "cpu", abi: str = "stable", tag: str = TAG) -> list[str]:

@@ -33,7 +33,7 @@ from ptkit.release.pipeline.prerequisites import install_command
 from ptkit.release.torch_libraries import torch_libraries
 from ptkit.torch_abi import PORTING_GUIDE
 
-__all__ = ["RepairedWheel", "platform_tag", "repair_changes", "repair_wheel"]
+__all__ = ["RepairedWheel", "is_cross_built", "platform_tag", "repair_changes", "repair_wheel"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +48,13 @@ def platform_tag(wheel: Path) -> str:
     return wheel.name[: -len(".whl")].split("-")[-1]
 
 
+def is_cross_built(wheel: Path) -> bool:
+    """Whether ``wheel`` is tagged for another OS than this machine's (``ptkit build
+    --platform``): nothing of it can be repaired or run here."""
+    tagged = platform_for_wheel_tag(platform_tag(wheel).split(".")[0])
+    return tagged is not None and tagged is not current_platform()
+
+
 def repair_wheel(
     wheel: Path,
     *,
@@ -57,8 +64,7 @@ def repair_wheel(
 ) -> RepairedWheel:
     """Repair ``wheel`` of ``recipe``'s variant into ``out_dir`` (see the module docstring)."""
     platform = current_platform()
-    tagged = platform_for_wheel_tag(platform_tag(wheel).split(".")[0])
-    if tagged is not None and tagged is not platform:
+    if is_cross_built(wheel):
         return RepairedWheel(
             wheel,
             platform_tag(wheel),

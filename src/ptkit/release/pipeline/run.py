@@ -28,7 +28,6 @@ from typing import TypeVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from ptkit.platforms import current_platform, platform_for_wheel_tag
 from ptkit.recipes.model import Recipe, RecipeError, load_recipe, recipe_path
 from ptkit.recipes.torch_builds import (
     TorchBuild,
@@ -43,7 +42,12 @@ from ptkit.release.pipeline.dist import publish
 from ptkit.release.pipeline.errors import BuildError
 from ptkit.release.pipeline.prerequisites import check_prerequisites
 from ptkit.release.pipeline.provision import provision_toolkit
-from ptkit.release.pipeline.repair import RepairedWheel, platform_tag, repair_wheel
+from ptkit.release.pipeline.repair import (
+    RepairedWheel,
+    is_cross_built,
+    platform_tag,
+    repair_wheel,
+)
 from ptkit.release.pipeline.smoke import smoke_test
 from ptkit.release.version_provider import ENV_TORCH, installed_torch
 
@@ -129,18 +133,11 @@ def finish_wheel(
         raise
 
 
-def _runs_here(wheel: Path) -> bool:
-    """Whether ``wheel`` is of this machine's OS (else a cross build: nothing of it runs here)."""
-    here = current_platform()
-    tag = platform_tag(wheel).split(".")[0]
-    return here is not None and (tag == "any" or platform_for_wheel_tag(tag) is here)
-
-
 def _finish(
     wheel: Path, recipe: Recipe, *, repo: Path, dist: Path, scratch: Path, steps: _Progress
 ) -> PipelineResult:
     env = _reproducible_env(repo)
-    native = _runs_here(wheel)
+    cross_built = is_cross_built(wheel)
 
     def repair() -> tuple[RepairedWheel, str]:
         result = repair_wheel(wheel, recipe=recipe, out_dir=scratch / "repaired", env=env)
@@ -156,7 +153,7 @@ def _finish(
     steps.run("audit", audit)
 
     def smoke() -> tuple[None, str]:
-        if not native:
+        if cross_built:
             return None, (
                 f"skipped: {platform_tag(wheel)} code cannot run on this machine (a cross "
                 "build, a compile and link proof); the release smoke-tests it on that platform"
