@@ -352,7 +352,7 @@ using Acc = f32x8[kGemvMaxRows][kTileN];
 // Keeps v in a register: otherwise GCC folds the loads into the FMAs as memory
 // operands and loads every weight vector once per x row.
 PTKIT_INLINE f32x8 in_register(f32x8 v) {
-#if defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
+#if !defined(PTKIT_SIMD_PORTABLE) && defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
   __asm__("" : "+x"(v));
 #endif
   return v;

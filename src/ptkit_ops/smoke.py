@@ -12,7 +12,9 @@ hit first:
   every GPU library is LOADED or SKIPPED with a reason (no GPU here, another torch);
 * each op (rms_norm, fused_linear with M=1 and M=33, silu_and_mul) on CPU in float32
   and bfloat16 matches the reference implementations within error bounds derived
-  from the dtypes' unit roundoff (the same bounds as tests/support.py, doubled).
+  from the dtypes' unit roundoff (the same bounds as tests/support.py, doubled);
+* the native error path: the CPU kernel's own argument check, reached past the Python
+  checks, raises RuntimeError naming the op (a C++ exception crossing into torch).
 
 Exit status 0 with a short summary, or 1 with the reasons. Standard library and torch
 only; no platform-specific code.
@@ -109,6 +111,23 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
         bound = ref.abs().double() * 8 * u32
         return _compare(f"silu_and_mul {dtype}", ops.silu_and_mul(g), ref, bound)
 
+    def native_error() -> str:
+        # The CPU kernel's own check, past ptkit_ops' Python checks: its C++ exception
+        # must come back through torch as an exception, not end the process. (It cannot
+        # with a library built by one C++ runtime and a torch built by another, e.g. zig's
+        # libc++ against torch's MSVC build: docs/status.md.)
+        x = torch.zeros(2, 8, dtype=torch.int64)
+        try:
+            torch.ops.ptkit.rms_norm(x, torch.ones(8), 1e-6)
+        except RuntimeError as exc:
+            if "ptkit.rms_norm" not in str(exc):
+                raise SmokeFailure(
+                    f"native error path: the message does not name the op: {exc}"
+                ) from exc
+            return f"{'native error path':<32} ok  (RuntimeError: {str(exc).splitlines()[0]})"
+        raise SmokeFailure("native error path: rms_norm on an int64 tensor did not raise")
+
+    checks.append(("native error path", native_error))
     for dtype in (torch.float32, torch.bfloat16):
         checks.append((f"rms_norm {dtype}", functools.partial(rms_norm, dtype)))
         for m in (1, 33):

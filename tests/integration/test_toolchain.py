@@ -1,8 +1,8 @@
 """`ptkit toolchain install` puts a recipe's CUDA toolkit into ptkit's toolchain cache,
 complete or not at all, and `ptkit inspect` finds its cuobjdump there.
 
-A real fresh venv with the toolkit wheel installed and nothing else (no torch, no
-CUDA), a cache folder of the test's own (PTKIT_CACHE_DIR), and pip on the local
+A real fresh venv with the toolkit wheel and its build extra installed and nothing else
+(no torch, no CUDA; the extra's auditwheel lets inspect check the manylinux tag), a cache folder of the test's own (PTKIT_CACHE_DIR), and pip on the local
 wheelhouse only (tests/fresh_python.py): the CUDA 13.5 packages of recipes/cu13.toml are
 really installed, once for the module.
 """
@@ -29,7 +29,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> tuple
     folder = tmp_path_factory.mktemp("toolchain") / "venv"
     python = fresh_python(folder)
     run(
-        [str(python), "-m", "pip", "install", "-q", str(toolkit_wheel)],
+        [str(python), "-m", "pip", "install", "-q", f"{toolkit_wheel}[build]"],
         env=offline_env(folder, wheels),
     )
     return folder, wheels

@@ -64,8 +64,10 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int) -> str:
 
 def test_inspect_of_a_text_file_is_not_a_wheel_or_library() -> None:
     line = one_line(ptkit("inspect", "/etc/passwd"), 2)
-    assert line.startswith("ptkit inspect: /etc/passwd is neither a wheel (.whl) nor an ELF ")
-    assert line.endswith("pass a wheel or a native library (.so) built by ptkit")
+    assert line.startswith(
+        "ptkit inspect: /etc/passwd is neither a wheel (.whl) nor a native library "
+    )
+    assert line.endswith("pass a wheel or a native library (.so, .dylib, .dll) built by ptkit")
 
 
 def test_inspect_of_a_device_is_refused_before_it_is_read() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -389,3 +390,16 @@ def test_inspect_of_a_lone_dylib_applies_the_rules_a_file_can_tell(
     assert newer.minimum_os == "15.0" and newer.problems == [
         f"no manifest next to {NAME}: the loader will not load it"
     ]
+    # The command takes the lone file too (its magic number, not a wheel's zip).
+    cli = subprocess.run(
+        [sys.executable, "-m", "ptkit", "inspect", str(built["macos15"])],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
+        check=False,
+        timeout=120,
+    )
+    assert cli.returncode == 1, cli.stderr  # the missing manifest is a problem
+    assert "  LC_LOAD_DYLIB: " in cli.stdout and "Traceback" not in cli.stderr, (
+        cli.stdout + cli.stderr
+    )

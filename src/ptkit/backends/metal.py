@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ptkit.backends.base import NO_VERSIONS, Backend, Coverage, Device, TorchBuild, Versions
+from ptkit.platforms.macos import TORCH_MINIMUM_MACOS
 
 __all__ = ["MetalBackend"]
 
@@ -36,7 +37,8 @@ class MetalBackend(Backend):
             return f"torch {torch.version} was built without MPS support"
         if not torch.mps_available:
             return (
-                "no MPS device is available (an Apple-silicon Mac with macOS 14 or later is needed)"
+                "no MPS device is available (an Apple-silicon Mac with macOS "
+                f"{TORCH_MINIMUM_MACOS} or later is needed)"
             )
         return None
 

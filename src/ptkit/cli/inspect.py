@@ -10,14 +10,12 @@ import click
 
 from ptkit.cli.failures import CommandFailed, CommandMisused
 from ptkit.cli.options import InputFile, json_option
-
-# What an ELF file starts with (the System V ABI's e_ident magic).
-_ELF_MAGIC = b"\x7fELF"
+from ptkit.platforms import MAGIC_LENGTH, platform_for_binary
 
 
 def _input_problem(path: Path) -> str | None:
-    """Why ``path`` is neither a wheel nor an ELF shared library, read from its first
-    bytes (a zip's central directory for a wheel), or None."""
+    """Why ``path`` is neither a wheel nor a native library (ELF, Mach-O or PE), read
+    from its first bytes (a zip's central directory for a wheel), or None."""
     size = path.stat().st_size
     if path.suffix == ".whl":
         if not zipfile.is_zipfile(path):
@@ -27,11 +25,12 @@ def _input_problem(path: Path) -> str | None:
             )
         return None
     with path.open("rb") as file:
-        magic = file.read(len(_ELF_MAGIC))
-    if magic != _ELF_MAGIC:
+        head = file.read(MAGIC_LENGTH)
+    if platform_for_binary(head) is None:
         return (
-            f"{path} is neither a wheel (.whl) nor an ELF shared library ({size} bytes, "
-            "no ELF header); pass a wheel or a native library (.so) built by ptkit"
+            f"{path} is neither a wheel (.whl) nor a native library ({size} bytes, no ELF, "
+            "Mach-O or PE header); pass a wheel or a native library (.so, .dylib, .dll) "
+            "built by ptkit"
         )
     return None
 
@@ -51,7 +50,7 @@ def inspect(path: Path, as_json: bool, cuobjdump: str | None) -> None:
 
     Exits with status 1 when the audit finds a problem (a CUDA library's fatbinary is
     listed with cuobjdump: without one, that is the problem, and it names the command
-    that installs it), 2 when PATH is neither a wheel nor an ELF shared library.
+    that installs it), 2 when PATH is neither a wheel nor a native library.
     """
     problem = _input_problem(path)
     if problem is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ptkit.backends import BACKENDS
 from ptkit.loading.files import read_regular_file
+from ptkit.platforms import Platform
 from ptkit.torch_abi import ABI_MODES, DEFAULT_ABI
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Registrations",
     "file_sha256",
     "find_manifests",
+    "kernel_libraries",
     "parse_manifest_text",
     "read_manifest",
 ]
@@ -330,12 +332,12 @@ def read_manifest(path: Path) -> Manifest:
     return parse_manifest_text(data, path)
 
 
-def find_manifests(native_dir: Path) -> list[Path]:
-    """Manifests in a package's native folder, in a stable order (none when there is no
-    folder). A folder that exists but cannot be listed raises ``ManifestError`` naming it:
-    an unreadable folder is not an empty one."""
+def _native_folder_names(native_dir: Path) -> list[str]:
+    """The file names in a native folder (none when there is no folder); ``ManifestError``
+    naming a folder that exists but cannot be listed: an unreadable folder is not an
+    empty one."""
     try:
-        names = os.listdir(native_dir)
+        return os.listdir(native_dir)
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
@@ -343,7 +345,26 @@ def find_manifests(native_dir: Path) -> list[Path]:
             f"{native_dir}: cannot list the folder of native libraries: "
             f"{exc.strerror or exc}; make it readable (chmod a+rx) or reinstall the package"
         ) from exc
+
+
+def find_manifests(native_dir: Path) -> list[Path]:
+    """Manifests in a package's native folder, in a stable order (none when there is no
+    folder). A folder that exists but cannot be listed raises ``ManifestError`` naming it."""
+    names = _native_folder_names(native_dir)
     return sorted(native_dir / name for name in names if name.endswith(MANIFEST_SUFFIX))
+
+
+def kernel_libraries(native_dir: Path, platform: Platform) -> list[Path]:
+    """The kernel libraries of ``platform`` in a native folder, found by the names that
+    platform gives them (``libptkit_cpu.so``, ``libptkit_cpu.dylib``, ``ptkit_cpu.dll``:
+    ``Platform.kernel_library_target``), in a stable order; another OS's libraries,
+    manifests and Metal sources are not among them. Raises like :func:`find_manifests`."""
+    names = _native_folder_names(native_dir)
+    return sorted(
+        native_dir / name
+        for name in names
+        if platform.kernel_library_target(name) is not None and (native_dir / name).is_file()
+    )
 
 
 def file_sha256(path: Path) -> str:

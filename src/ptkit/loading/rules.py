@@ -27,10 +27,17 @@ import enum
 from pathlib import Path
 
 from ptkit.backends import Device, Versions, get_backend, version_pair
-from ptkit.loading.manifest import Manifest, ManifestError, file_sha256, find_manifests
+from ptkit.loading.manifest import (
+    MANIFEST_SUFFIX,
+    Manifest,
+    ManifestError,
+    file_sha256,
+    find_manifests,
+    kernel_libraries,
+)
 from ptkit.loading.record import recorded_sha256
 from ptkit.loading.switches import RuntimeSwitches
-from ptkit.platforms import CpuFacts, current_platform, manifest_platform, this_cpu
+from ptkit.platforms import CpuFacts, Platform, current_platform, manifest_platform, this_cpu
 
 __all__ = [
     "LoadDecision",
@@ -207,13 +214,37 @@ def check_compatibility(
     return _torch_abi_problem(manifest, facts)
 
 
-def listed_manifests(native_dir: Path) -> tuple[list[Path], list[LoadDecision]]:
-    """The manifests of a native folder, or none and one FAILED decision naming the folder
-    when it cannot be listed: the loader, the session and the doctor say the same."""
+def listed_manifests(
+    native_dir: Path, platform: Platform | None = None
+) -> tuple[list[Path], list[LoadDecision]]:
+    """The manifests of a native folder, or none and the FAILED decisions of what is
+    wrong: one naming the folder when it cannot be listed, else one for each kernel
+    library of ``platform`` (default: this machine's; its file names) that is there with
+    no manifest at all. The loader, the session and the doctor say the same."""
+    platform = platform or current_platform()
     try:
-        return find_manifests(native_dir), []
+        manifests = find_manifests(native_dir)
+        if manifests or platform is None:
+            return manifests, []
+        orphans = kernel_libraries(native_dir, platform)
     except ManifestError as exc:
         return [], [LoadDecision(native_dir, LoadStatus.FAILED, str(exc))]
+    return [], [
+        LoadDecision(library, LoadStatus.FAILED, _no_manifest_reason(library, platform))
+        for library in orphans
+    ]
+
+
+def _no_manifest_reason(library: Path, platform: Platform) -> str:
+    """Why a kernel library found without any manifest beside it is not loaded."""
+    target = platform.kernel_library_target(library.name) or library.stem
+    return (
+        f"a kernel library with no manifest beside it (no {target}{MANIFEST_SUFFIX} in "
+        f"{library.parent.name}/): ptkit loads only a library its manifest describes, so it "
+        "is not loaded; reinstall the package (pip install --force-reinstall --no-deps "
+        "<package>), or install the library with ptkit_install_kernel_library, which "
+        "writes both"
+    )
 
 
 def device_details(manifest: Manifest, facts: TorchFacts) -> list[tuple[str, str]]:

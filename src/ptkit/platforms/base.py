@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-__all__ = ["CpuFacts", "IsaLevel", "Platform", "ReleasePlatform", "dialect_flags"]
+__all__ = ["CpuFacts", "IsaLevel", "MpsSupport", "Platform", "ReleasePlatform", "dialect_flags"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +65,20 @@ class CpuFacts:
     """Where they were read (``/proc/cpuinfo``), or why they are unknown."""
 
 
+@dataclasses.dataclass(frozen=True)
+class MpsSupport:
+    """What torch's MPS device (Apple GPUs, ptkit's ``metal`` backend) would be on a
+    machine: ``torch.backends.mps.is_built()`` and ``is_available()``, predicted without
+    torch (the doctor) from the OS's own facts."""
+
+    built: bool
+    """Whether torch's wheel for this OS and CPU is built with MPS."""
+    available: bool
+    """Whether that torch would find an MPS device here."""
+    reason: str
+    """Why it would not be available; empty when it would."""
+
+
 class Platform:
     name: ClassVar[str]
     """``linux``, ``macos``, ``windows``: cibuildwheel's platform names."""
@@ -91,11 +105,47 @@ class Platform:
     build_environment: ClassVar[dict[str, str]] = {}
     """Environment every release build on this OS needs."""
 
+    library_names_ignore_case: ClassVar[bool] = False
+    """Whether the OS compares library file names without case (Windows: ``PTKIT_CPU.DLL``
+    is ``ptkit_cpu.dll``)."""
+
     _native_pattern: ClassVar[re.Pattern[str]]
 
     def library_file(self, target: str) -> str:
         """The file CMake writes for a kernel library target: ``libptkit_cpu.so``."""
         return f"{self.library_prefix}{target}{self.library_suffix}"
+
+    @property
+    def library_pattern(self) -> str:
+        """Every kernel library's file name as a glob, for messages: ``lib*.so``."""
+        return self.library_file("*")
+
+    def kernel_library_target(self, file_name: str) -> str | None:
+        """The kernel library target a file is named for (``libptkit_cpu.so`` ->
+        ``ptkit_cpu``; the inverse of :meth:`library_file`), or None: not a kernel library
+        of this platform (another OS's, a manifest, a ``.metal`` source)."""
+        prefix, suffix = self.library_prefix, self.library_suffix
+        name = file_name.lower() if self.library_names_ignore_case else file_name
+        if self.library_names_ignore_case:
+            prefix, suffix = prefix.lower(), suffix.lower()
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            return None
+        target = file_name[len(prefix) : len(file_name) - len(suffix)]
+        return target or None
+
+    def library_search_folders(self, library: Path, torch_dir: Path) -> tuple[Path, ...]:
+        """The folders the OS must be told to search, before ``library`` is loaded, for
+        the libraries it imports (torch's), in the order they are added; ``torch_dir``:
+        the torch package's folder. None by default: ELF and Mach-O loaders resolve an
+        import by name against the libraries torch already loaded (or the library's
+        RPATH), so nothing needs adding."""
+        return ()
+
+    def mps_support(self, machine: str, apple_gpu: bool, os_version: str | None) -> MpsSupport:
+        """torch's MPS device on this OS, from the facts: the CPU (``platform.machine()``),
+        whether an Apple GPU was found, and the OS version (``platform.mac_ver()``'s).
+        By default none: torch builds MPS only into its macOS wheels."""
+        return MpsSupport(False, False, f"torch has no MPS device on {self.name}")
 
     def is_native_library(self, file_name: str) -> bool:
         """Whether a wheel entry is a native library of this platform."""

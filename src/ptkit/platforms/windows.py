@@ -1,15 +1,20 @@
 """Windows (x86-64): PE DLLs, delvewheel, ``win_amd64`` tags, MSVC's flags.
 
 A kernel library is ``ptkit_cpu.dll`` (no ``lib`` prefix, CMake's ``MODULE``), audited by
-:mod:`ptkit.release.pe_audit` (imported DLLs, exports, machine type). Not done yet:
-the loader's ``os.add_dll_directory`` for torch's ``lib`` folder (Windows does not search
-the folder of an already-loaded DLL for its imports), and the kernels' MSVC path.
+:mod:`ptkit.release.pe_audit` (imported DLLs, exports, machine type). Before the loader
+loads one it adds torch's ``lib`` folder and the library's own with
+``os.add_dll_directory`` (:meth:`WindowsPlatform.library_search_folders`, applied by
+:mod:`ptkit.runtime.library_folders`): Windows does not search the folder of an
+already-loaded DLL for a DLL's imports, and Python 3.8+ no longer searches ``PATH``.
+Not done yet: the kernels' MSVC path (issue 19), and reading the CPU's features
+(``REQUIRES_ISA`` libraries are not loaded here).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
 from ptkit.platforms.base import Platform, ReleasePlatform
@@ -23,6 +28,7 @@ class WindowsPlatform(Platform):
     binary_format = "PE"
     library_prefix = ""
     library_suffix = ".dll"
+    library_names_ignore_case = True
     repair_tool = "delvewheel"
     repair_note = "torch's DLLs (and its GPU runtime's) are loaded by `import torch`, not bundled."
     release_platforms = (
@@ -37,6 +43,14 @@ class WindowsPlatform(Platform):
     build_environment: ClassVar[dict[str, str]] = {"CMAKE_GENERATOR": "Ninja"}
     _native_pattern = re.compile(r"\.(dll|pyd)$")
     wheel_tag_prefixes = ("win",)
+
+    def library_search_folders(self, library: Path, torch_dir: Path) -> tuple[Path, ...]:
+        """torch's ``lib`` folder (``torch_cpu.dll``, ``c10.dll`` and the GPU runtime
+        torch ships), then the library's own folder (another DLL of the package). torch's
+        ``__init__`` adds its folder too, but a kernel DLL must not depend on how torch
+        was imported. Windows searches added folders in no set order, so the order here
+        is only the order they are added in."""
+        return tuple(dict.fromkeys((torch_dir / "lib", library.parent)))
 
     def repair_command(self, excludes: Sequence[str]) -> str:
         flags = " ".join(f"--exclude {lib}" for lib in excludes)

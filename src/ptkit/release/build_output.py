@@ -4,12 +4,13 @@ any repair can hide it.
 auditwheel's repair removes a ``DT_NEEDED`` on libpython (forbidden in manylinux wheels)
 and adds an RPATH; after it, the library still needs Python's symbols, but nothing in the
 repaired wheel says so. So the libraries of the wheel ``pip wheel`` wrote are checked
-here, for what ties them to Python (:attr:`ptkit.release.elf_audit.ElfAudit.python_problems`,
+here, for what ties them to Python (:meth:`ptkit.release.linkage.Linkage.python_problems`,
 the same rule the audit applies): libpython or libtorch_python linked, Python's C API
 needed (``PyModule_Create2``, ``_Py_Dealloc``), a Python module init exported
 (``PyInit_*``). Every problem names the library, the cause and the fix.
 
-ELF (Linux) only, like the audit; other binary formats are the audit's to refuse. Needs
+ELF (Linux) only: auditwheel's is the repair that hides such a link. A cross-built
+Mach-O or PE wheel is not repaired here, so the audit sees its links as built. Needs
 ``pyelftools`` (the ``build`` extra).
 """
 

@@ -36,16 +36,13 @@ import json
 import re
 from pathlib import Path
 
-from ptkit.release.linkage import ELF, PYTHON_SYMBOL, Linkage
+from ptkit.release.linkage import PYTHON_SYMBOL, Linkage
 from ptkit.release.torch_libraries import is_torch_library
 from ptkit.torch_abi import DEFAULT_ABI
 
 __all__ = [
     "C_RUNTIME_NEEDED",
-    "FORBIDDEN_NEEDED",
-    "LIBPYTHON",
     "PYTHON_SYMBOL",
-    "ElfAudit",
     "ElfLibraryAudit",
     "ManylinuxPolicy",
     "audit_elf",
@@ -56,9 +53,6 @@ __all__ = [
     "required_symbol_versions",
 ]
 
-# Linking any of these ties the wheel to one Python or one torch build.
-LIBPYTHON = ELF.libpython
-FORBIDDEN_NEEDED = (LIBPYTHON, ELF.torch_python)
 # The C/C++ runtime: on every system a manylinux tag describes.
 C_RUNTIME_NEEDED = (
     re.compile(r"^lib(c|m|dl|rt|pthread)\.so\.\d+$"),
@@ -83,14 +77,10 @@ _TOOLCHAIN_FIX = (
 # {policy name: {arch: {prefix: {version, …}}}}, auditwheel's table.
 ManylinuxPolicy = dict[str, dict[str, dict[str, set[str]]]]
 
-ElfAudit = Linkage
-"""An ELF library's :class:`ptkit.release.linkage.Linkage` (``binary_format`` ELF): the
-Python ties and torch ABI rules every format shares live there."""
 
-
-def audit_elf(path: Path, abi: str = DEFAULT_ABI) -> ElfAudit:
+def audit_elf(path: Path, abi: str = DEFAULT_ABI) -> Linkage:
     """Read DT_NEEDED, DT_RPATH/DT_RUNPATH and the dynamic symbols (undefined, defined) of
-    an ELF file; ``abi``: the library's torch ABI mode, for ``ElfAudit.problems``."""
+    an ELF file; ``abi``: the library's torch ABI mode, for ``Linkage.problems``."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
@@ -120,7 +110,7 @@ def audit_elf(path: Path, abi: str = DEFAULT_ABI) -> ElfAudit:
                     undefined.append(sym.name)
                 elif sym["st_info"]["bind"] != "STB_LOCAL":
                     exported.append(sym.name)
-    return ElfAudit(
+    return Linkage(
         path,
         tuple(needed),
         tuple(sorted(set(undefined))),
@@ -189,8 +179,9 @@ def load_manylinux_policy(path: Path | None = None) -> ManylinuxPolicy:
     source = path or _policy_file()
     if source is None:
         raise FileNotFoundError(
-            "auditwheel's manylinux-policy.json not found: pip install auditwheel "
-            "(requirements/dev.txt pins it)"
+            "auditwheel's manylinux-policy.json not found (auditwheel is in ptkit's build "
+            "extra, not in ptkit itself); install it: pip install 'ptkit[build]' "
+            "(or pip install auditwheel)"
         )
     table: ManylinuxPolicy = {}
     for entry in json.loads(source.read_text(encoding="utf-8")):
@@ -252,7 +243,7 @@ class ElfLibraryAudit:
     """False: not an ELF file pyelftools can read (``problems`` says so)."""
 
 
-def _needed_problems(elf: ElfAudit, torch_patterns: tuple[str, ...], backend: str) -> list[str]:
+def _needed_problems(elf: Linkage, torch_patterns: tuple[str, ...], backend: str) -> list[str]:
     return elf.link_problems(
         lambda lib: (
             is_torch_library(lib, torch_patterns) or any(p.match(lib) for p in C_RUNTIME_NEEDED)

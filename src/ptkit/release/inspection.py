@@ -27,7 +27,7 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ptkit.loading.manifest import MANIFEST_SUFFIX, ManifestError, read_manifest
-from ptkit.platforms import PLATFORMS, Platform
+from ptkit.platforms import MAGIC_LENGTH, PLATFORMS, Platform, platform_for_binary
 from ptkit.release.elf_audit import (
     ManylinuxPolicy,
     audit_elf,
@@ -45,13 +45,6 @@ from ptkit.release.wheel_audit import (
 from ptkit.torch_abi import DEFAULT_ABI
 
 __all__ = ["LibraryReport", "inspect_path", "reports_json"]
-
-_ELF_MAGIC = b"\x7fELF"
-# Mach-O thin (32/64-bit, either byte order) and fat headers; PE files start with MZ.
-_MACHO_MAGICS = {
-    bytes.fromhex(m) for m in ("feedface", "cefaedfe", "feedfacf", "cffaedfe", "cafebabe")
-}
-_PE_MAGIC = b"MZ"
 
 
 @dataclasses.dataclass
@@ -141,13 +134,9 @@ def _library_platform(path: Path) -> Platform | None:
     """The platform of a lone library file: by its magic number (a Python module of macOS
     is a Mach-O ``.so``), else by its name."""
     with path.open("rb") as f:
-        magic = f.read(4)
-    if magic == _ELF_MAGIC:
-        return PLATFORMS["linux"]
-    if magic in _MACHO_MAGICS:
-        return PLATFORMS["macos"]
-    if magic.startswith(_PE_MAGIC):
-        return PLATFORMS["windows"]
+        by_bytes = platform_for_binary(f.read(MAGIC_LENGTH))
+    if by_bytes is not None:
+        return by_bytes
     return next((p for p in PLATFORMS.values() if p.is_native_library(path.name)), None)
 
 

@@ -11,7 +11,7 @@ them here, so the three cannot disagree.
 A library in the ``torch`` ABI mode (the classic C++ API, :mod:`ptkit.torch_abi`) is
 built for one torch and entitled to any of its C++ libraries (``libtorch*.so``,
 ``libc10*.so``); libtorch_python, which those patterns also match, is refused before
-they are asked (:data:`ptkit.release.elf_audit.FORBIDDEN_NEEDED`).
+they are asked (the Python ties of :mod:`ptkit.release.linkage`, per binary format).
 """
 
 from __future__ import annotations

@@ -10,8 +10,11 @@ every failure becomes a recorded decision.
 Before ``dlopen`` it also refuses a library that would define an op namespace (or an op)
 already defined in this process (``ptkit.loading.namespaces``: torch aborts the process
 on a second definition), by another library it loaded or outside ptkit (Python code,
-``torch.ops.load_library``). With ``PTKIT_LOAD_TRACE=1`` each load is announced on stderr
-before it happens, so a library that kills the process is named.
+``torch.ops.load_library``). Just before a load it adds the folders the platform says
+the library's imports need (Windows: torch's ``lib`` and the library's own, with
+``os.add_dll_directory``: ``ptkit.runtime.library_folders``). With ``PTKIT_LOAD_TRACE=1``
+each load (and each folder added) is announced on stderr before it happens, so a library
+that kills the process is named.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from ptkit.loading.rules import (
     listed_manifests,
 )
 from ptkit.loading.switches import RuntimeSwitches
+from ptkit.platforms import Platform
+from ptkit.runtime.library_folders import add_library_folders
 from ptkit.runtime.registrations import holds_namespace, op_entry
 
 __all__ = ["MetalBinding", "load_native_libraries", "torch_facts"]
@@ -121,6 +126,7 @@ def _decide_and_load(
     facts: TorchFacts,
     switches: RuntimeSwitches,
     metal_binding: MetalBinding | None,
+    platform: Platform | None = None,
 ) -> LoadDecision:
     try:
         manifest = read_manifest(path)
@@ -139,6 +145,9 @@ def _decide_and_load(
         conflict = _claims.conflict(manifest) or _defined_elsewhere(manifest)
     if conflict is not None:
         return LoadDecision(path, LoadStatus.FAILED, conflict, manifest)
+    if manifest.backend != "metal":  # Metal kernels are no library the OS loads
+        for folder in add_library_folders(manifest.library_path, platform):
+            _trace(switches, f"ptkit: added {folder} to the DLL search path")
     _trace(switches, f"ptkit: loading {manifest.library_path}")
     try:
         if manifest.backend == "metal":
@@ -206,18 +215,21 @@ def load_native_libraries(
     facts: TorchFacts | None = None,
     switches: RuntimeSwitches | None = None,
     metal_binding: MetalBinding | None = None,
+    platform: Platform | None = None,
 ) -> list[LoadDecision]:
-    """Decide and load every manifest given (or found in a native folder); never raises."""
+    """Decide and load every manifest given (or found in a native folder); never raises.
+    ``platform``: the OS whose loading steps apply (library names, the DLL folders);
+    default this machine's (a test gives another's)."""
     decisions: list[LoadDecision] = []
     if isinstance(manifests, Path):
-        paths, decisions = listed_manifests(manifests)
+        paths, decisions = listed_manifests(manifests, platform)
     else:
         paths = list(manifests)
     facts = facts or torch_facts()
     switches = switches or RuntimeSwitches.from_environ()
     for path in paths:
         try:
-            decision = _decide_and_load(path, facts, switches, metal_binding)
+            decision = _decide_and_load(path, facts, switches, metal_binding, platform)
         except Exception as exc:  # a loader bug must not break the import either
             decision = LoadDecision(path, LoadStatus.FAILED, f"loader error: {exc!r}")
         log = logger.warning if decision.status is LoadStatus.FAILED else logger.info

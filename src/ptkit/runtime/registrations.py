@@ -28,6 +28,8 @@ import torch
 
 from ptkit.backends import BACKENDS
 from ptkit.loading.manifest import Registrations
+from ptkit.platforms import Platform
+from ptkit.runtime.library_folders import add_library_folders
 
 __all__ = ["OpEntry", "dispatcher_entries", "holds_namespace", "main", "op_entry", "read_library"]
 
@@ -122,9 +124,15 @@ def changes(
     return Registrations(held, schemas, kernels)
 
 
-def read_library(library: Path, namespaces: list[str]) -> Registrations:
-    """Load ``library`` into this process and return what it registered."""
+def read_library(
+    library: Path, namespaces: list[str], platform: Platform | None = None
+) -> Registrations:
+    """Load ``library`` into this process and return what it registered, after adding
+    the folders ``platform`` (default: this machine's) says its imports need, as the
+    loader does (Windows: torch's DLLs)."""
     before = dispatcher_entries()
+    for folder in add_library_folders(library, platform):
+        print(f"ptkit: added {folder} to the DLL search path", file=sys.stderr, flush=True)
     print(f"ptkit: loading {library}", file=sys.stderr, flush=True)
     load: Callable[[str], None] = torch.ops.load_library  # untyped in torch
     load(str(library))

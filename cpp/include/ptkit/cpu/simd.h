@@ -5,6 +5,12 @@
 // compiler splits every operation in two. Raw intrinsics appear only behind
 // feature macros (__F16C__, __FMA__, __AVX2__), each with a portable fallback.
 //
+// MSVC has no vector extensions: there (and wherever PTKIT_SIMD_PORTABLE is defined,
+// which is how GCC and Clang test this path) the same names are simd_portable.h's
+// lane-array structs with element-wise operators, and no intrinsics are used; the
+// kernels' code is the same on both. Reinterpreting lanes is bit_cast, converting them
+// convert, never a C cast, so that both spellings mean the same thing.
+//
 // This header is included by the per-ISA kernel sources and puts everything in
 // ptkit::cpu::PTKIT_CPU_ISA::simd: each instruction-set copy gets its own
 // functions, so the linker can never merge an AVX2 body into the baseline copy.
@@ -12,15 +18,24 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "ptkit/portability.h"
+#if defined(PTKIT_SIMD_PORTABLE)
+#include "ptkit/cpu/simd_portable.h"
+#endif
 
-#if (defined(__x86_64__) || defined(__i386__)) && \
+#if defined(_MSC_VER) && !defined(__clang__) && !defined(PTKIT_SIMD_PORTABLE)
+#define PTKIT_SIMD_PORTABLE 1
+#endif
+
+#if !defined(PTKIT_SIMD_PORTABLE) && (defined(__x86_64__) || defined(__i386__)) && \
     (defined(__F16C__) || defined(__FMA__) || defined(__AVX2__))
 #include <immintrin.h>
 #define PTKIT_SIMD_X86_INTRINSICS 1
 #endif
-#if defined(__aarch64__)
+#if !defined(PTKIT_SIMD_PORTABLE) && defined(__aarch64__)
+#define PTKIT_SIMD_NEON 1
 // AdvSIMD is part of every AArch64 CPU; its fp16 <-> fp32 conversions need no _Float16,
 // which GCC 12's C++ lacks on AArch64.
 #include <arm_neon.h>
@@ -42,14 +57,38 @@ namespace ptkit::cpu::PTKIT_CPU_ISA::simd {
 
 constexpr int kWidth = 8;  // fp32 lanes per f32x8
 
+#if defined(PTKIT_SIMD_PORTABLE)
+using f32x8 = ::ptkit::simd_portable::Vec<float, 8>;
+using i32x8 = ::ptkit::simd_portable::Vec<int32_t, 8>;
+using u32x8 = ::ptkit::simd_portable::Vec<uint32_t, 8>;
+using u16x8 = ::ptkit::simd_portable::Vec<uint16_t, 8>;
+using f32x4 = ::ptkit::simd_portable::Vec<float, 4>;
+using ::ptkit::simd_portable::bit_cast;
+using ::ptkit::simd_portable::convert;
+#else
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 typedef float f32x4 __attribute__((vector_size(16)));
 
+// Lane-wise value conversion (u16 -> u32 zero-extends, u32 -> u16 truncates).
+template <class To, class From>
+PTKIT_INLINE To convert(From v) {
+  return __builtin_convertvector(v, To);
+}
+
+// The same bits as another type of the same size (lanes reinterpreted, not converted):
+// between vector extension types (intrinsics' ones too) a C cast is exactly that.
+template <class To, class From>
+PTKIT_INLINE To bit_cast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  return (To)v;
+}
+#endif
+
 // Halves of an f32x8, and back.
-#if defined(__has_builtin)
+#if !defined(PTKIT_SIMD_PORTABLE) && defined(__has_builtin)
 #if __has_builtin(__builtin_shufflevector)
 #define PTKIT_SIMD_SHUFFLEVECTOR 1  // Clang, GCC >= 12
 #endif
@@ -82,8 +121,8 @@ PTKIT_INLINE f32x8 splat(float v) { return f32x8{v, v, v, v, v, v, v, v}; }
 PTKIT_INLINE i32x8 splat_i(int32_t v) { return i32x8{v, v, v, v, v, v, v, v}; }
 PTKIT_INLINE f32x8 zero() { return f32x8{}; }
 
-PTKIT_INLINE i32x8 as_i(f32x8 v) { return (i32x8)v; }
-PTKIT_INLINE f32x8 as_f(i32x8 v) { return (f32x8)v; }
+PTKIT_INLINE i32x8 as_i(f32x8 v) { return bit_cast<i32x8>(v); }
+PTKIT_INLINE f32x8 as_f(i32x8 v) { return bit_cast<f32x8>(v); }
 
 // Lane-wise mask ? a : b (mask lanes are all ones or all zeros).
 PTKIT_INLINE f32x8 select(i32x8 mask, f32x8 a, f32x8 b) {
@@ -111,6 +150,8 @@ PTKIT_INLINE f32x8 min_nan(f32x8 hi, f32x8 x) {
 PTKIT_INLINE f32x8 fmadd(f32x8 a, f32x8 b, f32x8 c) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__FMA__)
   return _mm256_fmadd_ps(a, b, c);
+#elif defined(PTKIT_SIMD_PORTABLE) && defined(PTKIT_SIMD_PORTABLE_FMA)
+  return ::ptkit::simd_portable::fused_multiply_add(a, b, c);
 #else
   return a * b + c;
 #endif
@@ -119,6 +160,8 @@ PTKIT_INLINE f32x8 fmadd(f32x8 a, f32x8 b, f32x8 c) {
 PTKIT_INLINE f32x8 fnmadd(f32x8 a, f32x8 b, f32x8 c) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__FMA__)
   return _mm256_fnmadd_ps(a, b, c);
+#elif defined(PTKIT_SIMD_PORTABLE) && defined(PTKIT_SIMD_PORTABLE_FMA)
+  return ::ptkit::simd_portable::fused_multiply_add(-a, b, c);
 #else
   return c - a * b;
 #endif
@@ -138,11 +181,11 @@ PTKIT_INLINE f32x8 load_bf16(const uint16_t* p) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX2__)
   // One vpmovzxwd (GCC 12 splits __builtin_convertvector into two 128-bit halves).
   const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return (f32x8)_mm256_slli_epi32(w, 16);
+  return bit_cast<f32x8>(_mm256_slli_epi32(w, 16));
 #else
   u16x8 h;
   std::memcpy(&h, p, sizeof h);
-  return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
+  return bit_cast<f32x8>(convert<u32x8>(h) << 16);
 #endif
 }
 
@@ -150,10 +193,10 @@ PTKIT_INLINE f32x8 load_bf16(const uint16_t* p) {
 PTKIT_INLINE u32x8 bf16_bits(f32x8 v) {
   const i32x8 bits = as_i(v);
   const i32x8 nan = v != v;
-  const u32x8 ub = (u32x8)bits;
+  const u32x8 ub = bit_cast<u32x8>(bits);
   const u32x8 rounded = (ub + 0x7fffu + ((ub >> 16) & 1u)) >> 16;
   const u32x8 quiet = (ub >> 16) | 0x40u;
-  return (u32x8)select_i(nan, (i32x8)quiet, (i32x8)rounded);
+  return bit_cast<u32x8>(select_i(nan, bit_cast<i32x8>(quiet), bit_cast<i32x8>(rounded)));
 }
 // 16 bf16 values as two fp32 vectors without any shuffle: the 32-bit word i holds
 // elements 2i and 2i + 1, so `word << 16` is one of them and `word & 0xffff0000`
@@ -173,7 +216,7 @@ PTKIT_INLINE i32x8 bf16_upper(f32x8 v) {
   return select_i(nan, bits | 0x00400000, rounded);
 }
 PTKIT_INLINE void store_bf16_pair(uint16_t* p, f32x8 lo, f32x8 hi) {
-  const u32x8 w = ((u32x8)bf16_upper(lo) >> 16) | ((u32x8)bf16_upper(hi) & 0xffff0000u);
+  const u32x8 w = (bit_cast<u32x8>(bf16_upper(lo)) >> 16) | (bit_cast<u32x8>(bf16_upper(hi)) & 0xffff0000u);
   std::memcpy(p, &w, sizeof w);
 }
 
@@ -181,11 +224,12 @@ PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
   const u32x8 b = bf16_bits(v);
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX2__)
   // Every lane is <= 0xffff, so the unsigned-saturating pack is exact.
-  const __m256i packed = _mm256_packus_epi32((__m256i)b, (__m256i)b);
+  const __m256i bits = bit_cast<__m256i>(b);
+  const __m256i packed = _mm256_packus_epi32(bits, bits);
   const __m128i out = _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), out);
 #else
-  const u16x8 h = __builtin_convertvector(b, u16x8);
+  const u16x8 h = convert<u16x8>(b);
   std::memcpy(p, &h, sizeof h);
 #endif
 }
@@ -193,14 +237,14 @@ PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
 PTKIT_INLINE f32x8 load_f16(const uint16_t* p) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__F16C__)
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-#elif defined(__aarch64__)
+#elif defined(PTKIT_SIMD_NEON)
   const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
-  return concat((f32x4)vcvt_f32_f16(vget_low_f16(h)), (f32x4)vcvt_high_f32_f16(h));
+  return concat(bit_cast<f32x4>(vcvt_f32_f16(vget_low_f16(h))), bit_cast<f32x4>(vcvt_high_f32_f16(h)));
 #else
   // Exact integer conversion (the compiler would call libgcc once per lane).
   u16x8 h16;
   std::memcpy(&h16, p, sizeof h16);
-  const i32x8 h = (i32x8)__builtin_convertvector(h16, u32x8);
+  const i32x8 h = bit_cast<i32x8>(convert<u32x8>(h16));
   const i32x8 shifted_exp = splat_i(0x7c00 << 13);
   i32x8 o = (h & 0x7fff) << 13;
   const i32x8 e = o & shifted_exp;
@@ -217,9 +261,10 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__F16C__)
   const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
-#elif defined(__aarch64__)
+#elif defined(PTKIT_SIMD_NEON)
   // Rounds to nearest even (the FPCR's default mode), as the other paths do.
-  const float16x8_t h = vcvt_high_f16_f32(vcvt_f16_f32((float32x4_t)lo4(v)), (float32x4_t)hi4(v));
+  const float16x8_t h =
+      vcvt_high_f16_f32(vcvt_f16_f32(bit_cast<float32x4_t>(lo4(v))), bit_cast<float32x4_t>(hi4(v)));
   vst1q_u16(p, vreinterpretq_u16_f16(h));
 #else
   // Round to nearest even, overflow to Inf, NaN to quiet NaN, exact subnormals.
@@ -234,7 +279,7 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
   i32x8 o = select_i(a < (113 << 23), sub, normal);
   o = select_i(a >= ((127 + 16) << 23), special, o);
   o |= (sign >> 16) & 0x8000;
-  const u16x8 h = __builtin_convertvector((u32x8)o, u16x8);
+  const u16x8 h = convert<u16x8>(bit_cast<u32x8>(o));
   std::memcpy(p, &h, sizeof h);
 #endif
 }
@@ -325,7 +370,7 @@ PTKIT_INLINE f32x8 exp(f32x8 x) {
 
 // The limit of x * (a CDF of x) at x = -inf, where the formula meets -inf * 0: -0.
 PTKIT_INLINE f32x8 negative_infinity_to_minus_zero(f32x8 x, f32x8 y) {
-  return select(x == splat(-__builtin_huge_valf()), splat(-0.0f), y);
+  return select(x == splat(-std::numeric_limits<float>::infinity()), splat(-0.0f), y);
 }
 
 // x * sigmoid(x) = x / (1 + E), E = e^-x = er 2^n, evaluated as

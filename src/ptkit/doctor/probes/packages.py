@@ -13,13 +13,14 @@ The packages are those of the ``ptkit.packages`` entry-point group (ptkit-ops de
 ``*.dist-info/entry_points.txt`` files on the path, read directly, about 2 ms), each
 located without importing it; ``probe_packages(packages=…)`` takes any ``name -> package
 folder`` map instead. Which devices torch would see follows CUDA's driver rule
-(``ptkit.backends.cuda.driver_problem``), as ``ptkit select`` and PTK201 apply it.
+(``ptkit.backends.cuda.driver_problem``), as ``ptkit select`` and PTK201 apply it, and
+the probed machine's platform for the rest (its MPS rule, ``Platform.mps_support``; its
+kernel library names, for a library found with no manifest).
 """
 
 from __future__ import annotations
 
 import platform
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -45,7 +46,8 @@ from ptkit.loading.rules import (
     listed_manifests,
 )
 from ptkit.loading.switches import RuntimeSwitches
-from ptkit.platforms import manifest_platform
+from ptkit.platforms import Platform, current_platform, manifest_platform, platform_for_system
+from ptkit.platforms.base import MpsSupport
 
 __all__ = [
     "NATIVE_FOLDER",
@@ -60,19 +62,19 @@ __all__ = [
 _TORCH_CUDA_BACKENDS = frozenset(b.name for b in backends_for_device_type("cuda"))
 
 
-def _macos_major() -> int | None:
-    release = platform.mac_ver()[0]
-    match = re.match(r"(\d+)", release)
-    return int(match.group(1)) if match else None
+def _platform_of(machine: Machine | None) -> Platform | None:
+    """The platform module of the probed machine (this one's without a probe)."""
+    return platform_for_system(machine.system) if machine is not None else current_platform()
 
 
 def torch_facts_from(
-    torch: TorchInstall, machine: Machine | None, *, macos_major: int | None = None
+    torch: TorchInstall, machine: Machine | None, *, macos_version: str | None = None
 ) -> tuple[TorchFacts, tuple[str, ...]] | None:
     """The facts ``ptkit.runtime.loader.torch_facts()`` would return in a process that imports this
     torch on this machine, and notes on what could not be predicted; None when torch's
     version is unknown (torch missing or broken: ``import ptkit`` fails before any
-    library loads)."""
+    library loads). ``macos_version``: the OS version for the MPS rule (default
+    ``platform.mac_ver()``'s, empty off macOS)."""
     if torch.location is None or torch.version is None:
         return None
     notes: list[str] = []
@@ -80,8 +82,6 @@ def torch_facts_from(
     cuda_driver = None
     hip_devices: tuple[str, ...] = ()
     xpu_devices: tuple[tuple[str, int | None], ...] = ()
-    mps_available = False
-    system = machine.system if machine else platform.system()
     arch = machine.machine if machine else platform.machine()
     cuda = version_pair(torch.cuda)
     if machine is not None and cuda is not None and machine.nvidia:
@@ -106,23 +106,29 @@ def torch_facts_from(
     if machine is not None and torch.xpu:
         usable = [g for g in machine.intel if g.family and g.driver]
         xpu_devices = tuple((g.name, g.pci_device_id) for g in usable)
-    # torch's macOS arm64 wheels are built with MPS; MPS needs macOS 14+ on Apple silicon.
-    has_mps = system == "Darwin" and arch == "arm64"
-    if has_mps and machine is not None and machine.apple:
-        major = macos_major if macos_major is not None else _macos_major()
-        mps_available = major is not None and major >= 14
+    # The MPS rule is the platform's (macOS: arm64, an Apple GPU, torch's minimum macOS).
+    os_platform = _platform_of(machine)
+    mps = (
+        os_platform.mps_support(
+            arch,
+            apple_gpu=bool(machine is not None and machine.apple),
+            os_version=macos_version if macos_version is not None else platform.mac_ver()[0],
+        )
+        if os_platform is not None
+        else MpsSupport(False, False, "ptkit has no platform module for this OS")
+    )
     facts = TorchFacts(
         version=torch.version,
         cuda=torch.cuda,
         hip=torch.hip,
         has_xpu=torch.xpu,
-        has_mps=has_mps,
+        has_mps=mps.built,
         cuda_devices=cuda_devices,
         cuda_driver=cuda_driver,
         hip_devices=hip_devices,
         xpu_available=bool(xpu_devices),
         xpu_devices=xpu_devices,
-        mps_available=mps_available,
+        mps_available=mps.available,
         cxx11_abi=torch.cxx11_abi,
     )
     return facts, tuple(notes)
@@ -194,7 +200,7 @@ def probe_package(
     """One package: each manifest in ``<location>/_native`` and the loader's verdict.
     ``version``, ``distribution``: the installed distribution's (else the version is
     read beside the package)."""
-    paths, decisions = listed_manifests(location / NATIVE_FOLDER)
+    paths, decisions = listed_manifests(location / NATIVE_FOLDER, _platform_of(machine))
     manifests: list[Manifest] = []
     predicted = torch_facts_from(torch, machine)
     for path in paths:

@@ -18,12 +18,14 @@ def audit_stage(wheel: Path, *, recipe: Recipe, cuobjdump: str | None = None) ->
         from ptkit.release.wheel_audit import audit_wheel
 
         result = audit_wheel(wheel, cuobjdump=cuobjdump)
-    except ImportError as exc:  # pyelftools, imported by the ELF audit when it runs
+    except (
+        ImportError
+    ) as exc:  # a format's reader (pyelftools, macholib, pefile), imported when it runs
         raise BuildError(
             "audit",
             recipe.name,
             f"cannot run the audit: {exc}",
-            f"{install_command()} (it holds pyelftools and auditwheel)",
+            f"{install_command()} (it holds pyelftools, macholib, pefile and auditwheel)",
         ) from exc
     if result.problems:
         count = len(result.problems)

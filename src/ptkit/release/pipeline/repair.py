@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptkit.platforms import current_platform, platform_for_wheel_tag
 from ptkit.recipes.model import Recipe
-from ptkit.release.elf_audit import LIBPYTHON
+from ptkit.release.linkage import ELF
 from ptkit.release.pipeline._tools import find_tool, run_tool, tools_path
 from ptkit.release.pipeline.errors import BuildError
 from ptkit.release.pipeline.prerequisites import install_command
@@ -139,7 +139,7 @@ def repair_wheel(
 
 def _why(removed: list[str], added: list[str]) -> str:
     """Why auditwheel made these DT_NEEDED changes, and the fix."""
-    if any(LIBPYTHON.match(lib) for lib in removed):
+    if any(ELF.libpython.match(lib) for lib in removed):
         return (
             "auditwheel removes libpython, which a manylinux wheel may not link: the library "
             f"links Python. Fix: no Python in a kernel library ({PORTING_GUIDE})"
