@@ -37,11 +37,15 @@ wheel:
 	@scripts/bootstrap --variant $(VARIANT)
 	PYTHONPATH=src $(PY) -m ptkit build --variant $(VARIANT)
 
+# This machine's wheels only: dist/<variant>/ also keeps the wheels `ptkit build --platform`
+# cross-builds for macOS and Windows.
+NATIVE = ptkit_ops-*linux*.whl
+
 install: toolkit wheel
-	$(PY) -m pip install -q --no-deps --force-reinstall $(TOOLKIT)/ptkit-*.whl $(DIST)/ptkit_ops-*.whl 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -m pip install -q --no-deps --force-reinstall $(TOOLKIT)/ptkit-*.whl $(DIST)/$(NATIVE) 2>&1 | grep -v '^WARNING: Location' || true
 
 demo: toolkit wheel
-	@scripts/demo $(TOOLKIT)/ptkit-*.whl $(DIST)/ptkit_ops-*.whl
+	@scripts/demo $(TOOLKIT)/ptkit-*.whl $(DIST)/$(NATIVE)
 
 # Unit tests run from the source tree: no wheel, seconds.
 unit: venv
@@ -56,9 +60,9 @@ test:
 
 # The integration tests against the wheels in dist/ (make test builds them first).
 integration: venv
-	PTKIT_TEST_TOOLKIT_WHEEL=$$(ls $(TOOLKIT)/ptkit-*.whl) PTKIT_TEST_WHEEL=$$(ls dist/cpu/ptkit_ops-*.whl) \
-		PTKIT_TEST_CU13_WHEEL=$$(ls dist/cu13/ptkit_ops-*.whl) \
-		PTKIT_TEST_ROCM_WHEEL=$$(ls dist/rocm7.14/ptkit_ops-*.whl) \
+	PTKIT_TEST_TOOLKIT_WHEEL=$$(ls $(TOOLKIT)/ptkit-*.whl) PTKIT_TEST_WHEEL=$$(ls dist/cpu/$(NATIVE)) \
+		PTKIT_TEST_CU13_WHEEL=$$(ls dist/cu13/$(NATIVE)) \
+		PTKIT_TEST_ROCM_WHEEL=$$(ls dist/rocm7.14/$(NATIVE)) \
 		$(PY) -m pytest tests/integration tests/device $(XDIST) $(INTEGRATION_ARGS) $(PYTEST_ARGS)
 
 lint: venv

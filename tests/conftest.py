@@ -117,7 +117,7 @@ def ptkit_wheel() -> Path:
     if given:
         path = Path(given)
     else:
-        wheels = sorted((REPO / "dist" / "cpu").glob("ptkit_ops-*.whl"))
+        wheels = sorted((REPO / "dist" / "cpu").glob("ptkit_ops-*linux*.whl"))
         if not wheels:
             pytest.fail("no wheel to test: run `make test` (it builds dist/cpu/ptkit_ops-*.whl)")
         path = wheels[-1]
@@ -129,7 +129,9 @@ def ptkit_wheel() -> Path:
 def cu13_wheel() -> Path:
     """The cu13 wheel: $PTKIT_TEST_CU13_WHEEL (set by `make test`) or the one in dist/cu13/."""
     given = os.environ.get("PTKIT_TEST_CU13_WHEEL")
-    wheels = [Path(given)] if given else sorted((REPO / "dist" / "cu13").glob("ptkit_ops-*.whl"))
+    wheels = (
+        [Path(given)] if given else sorted((REPO / "dist" / "cu13").glob("ptkit_ops-*linux*.whl"))
+    )
     if not wheels or not wheels[-1].is_file():
         pytest.fail("no cu13 wheel to test: run `make test` (it builds dist/cu13/ptkit_ops-*.whl)")
     return wheels[-1].resolve()
@@ -140,7 +142,9 @@ def rocm_wheel() -> Path:
     """The rocm7.14 wheel: $PTKIT_TEST_ROCM_WHEEL (set by `make test`) or dist/rocm7.14/."""
     given = os.environ.get("PTKIT_TEST_ROCM_WHEEL")
     wheels = (
-        [Path(given)] if given else sorted((REPO / "dist" / "rocm7.14").glob("ptkit_ops-*.whl"))
+        [Path(given)]
+        if given
+        else sorted((REPO / "dist" / "rocm7.14").glob("ptkit_ops-*linux*.whl"))
     )
     if not wheels or not wheels[-1].is_file():
         pytest.fail(

@@ -41,13 +41,6 @@ def _cpu_flags() -> set[str]:
     return set(match.group(1).split()) if match else set()
 
 
-def _compilers() -> list[str]:
-    """g++ and one Clang, where this machine has them."""
-    found = [c for c in COMPILERS if shutil.which(c)]
-    clang = next((c for c in found if c.startswith("clang")), None)
-    return [c for c in ("g++", clang) if c in found]
-
-
 def _compile(cxx: str, flags: tuple[str, ...], source: Path, out: Path, *defines: str) -> None:
     cmd = [cxx, "-std=gnu++17", "-O2", "-Wno-psabi", *flags, f"-I{INCLUDE}", *defines]
     proc = subprocess.run(
@@ -60,8 +53,15 @@ def _compile(cxx: str, flags: tuple[str, ...], source: Path, out: Path, *defines
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("level", list(LEVELS))
-@pytest.mark.parametrize("cxx", _compilers())
+def _builds() -> list[tuple[str, str]]:
+    """GCC at every level; Clang at the level the release's x86-64 kernels use most (one
+    is enough to show a second compiler agrees: the path's semantics are the header's)."""
+    gcc = [("g++", level) for level in LEVELS] if shutil.which("g++") else []
+    clang = next((c for c in COMPILERS[1:] if shutil.which(c)), None)
+    return gcc + ([(clang, "x86-64-v3")] if clang else [])
+
+
+@pytest.mark.parametrize(("cxx", "level"), _builds())
 def test_the_portable_path_computes_what_the_vector_extension_path_does(
     cxx: str, level: str, tmp_path: Path
 ) -> None:
