@@ -321,3 +321,15 @@ def wheel_holding_library(folder: Path, library: Path, manifest: bytes, tag: str
         f"{native}/{library.stem}.manifest.json": manifest,
     }
     return make_wheel(folder, "ptkit-ops", "0.1.0", tag=f"py3-none-{tag}", extra=extra)
+
+
+def ptkit_from_source(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m ptkit <args>`` from this checkout's src/ (not an installed ptkit)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ptkit", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        check=False,
+        timeout=timeout,
+    )

@@ -25,12 +25,11 @@ pytestmark = pytest.mark.integration
 KERNELS = REPO / "cpp" / "kernels" / "cpu_kernels.cpp"
 HARNESS = REPO / "tests" / "cpp" / "kernel_parity.cpp"
 INCLUDE = REPO / "cpp" / "include"
-# The ISA levels ptkit builds, as compiler flags, and the /proc/cpuinfo flags each needs
+# The ISA levels the cpu recipe builds, as compiler flags, and the /proc/cpuinfo flags each needs
 # to run here.
 LEVELS = {
     "default": ((), ()),
     "x86-64-v3": (("-march=x86-64-v3",), ("avx2", "fma", "f16c", "bmi2")),
-    "x86-64-v4": (("-march=x86-64-v4",), ("avx512f", "avx512bw", "avx512vl", "avx512dq")),
 }
 COMPILERS = ("g++", "clang++", "clang++-15")
 
@@ -54,8 +53,10 @@ def _compile(cxx: str, flags: tuple[str, ...], source: Path, out: Path, *defines
 
 
 def _builds() -> list[tuple[str, str]]:
-    """GCC at every level; Clang at the level the release's x86-64 kernels use most (one
-    is enough to show a second compiler agrees: the path's semantics are the header's)."""
+    """GCC at the levels the cpu recipe builds (default, x86-64-v3); Clang at x86-64-v3,
+    the level the release's x86-64 kernels use most (one is enough to show a second
+    compiler agrees: the path's semantics are the header's). x86-64-v4 (no recipe builds
+    it) agreed too when run by hand (issue 19's note); it is left out for CI time."""
     gcc = [("g++", level) for level in LEVELS] if shutil.which("g++") else []
     clang = next((c for c in COMPILERS[1:] if shutil.which(c)), None)
     return gcc + ([(clang, "x86-64-v3")] if clang else [])

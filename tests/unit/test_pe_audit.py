@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ pytest.importorskip(
     "ziglang", reason="zig (PyPI's ziglang, requirements/dev.txt) builds the PE test DLLs"
 )
 
-from support import wheel_holding_library
+from support import ptkit_from_source, wheel_holding_library
 
 from ptkit.release.inspection import inspect_path
 from ptkit.release.pe_audit import audit_pe_library, read_pe
@@ -355,13 +354,6 @@ def test_inspect_of_a_lone_dll_applies_the_rules_a_file_can_tell(built: dict[str
     (arm64,) = inspect_path(built["arm64"])
     assert arm64.problems == [f"no manifest next to {NAME}: the loader will not load it"]
     # The command takes the lone file too (its magic number, not a wheel's zip).
-    cli = subprocess.run(
-        [sys.executable, "-m", "ptkit", "inspect", str(built["arm64"])],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
-        check=False,
-        timeout=120,
-    )
+    cli = ptkit_from_source("inspect", str(built["arm64"]))
     assert cli.returncode == 1, cli.stderr  # the missing manifest is a problem
     assert "  imports: " in cli.stdout and "Traceback" not in cli.stderr, cli.stdout + cli.stderr
