@@ -6,8 +6,10 @@ loads one it adds torch's ``lib`` folder and the library's own with
 ``os.add_dll_directory`` (:meth:`WindowsPlatform.library_search_folders`, applied by
 :mod:`ptkit.runtime.library_folders`): Windows does not search the folder of an
 already-loaded DLL for a DLL's imports, and Python 3.8+ no longer searches ``PATH``.
-Not done yet: the kernels' MSVC path (issue 19), and reading the CPU's features
-(``REQUIRES_ISA`` libraries are not loaded here).
+The kernels compile for MSVC through their portable path (``cpp/include/ptkit/cpu/
+simd_portable.h``), which the C++ kernels pick by cpuid themselves. Not done yet: reading
+the CPU's features in Python (``cpu_features``), so a ``REQUIRES_ISA`` library is not
+loaded here.
 """
 
 from __future__ import annotations
