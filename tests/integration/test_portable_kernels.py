@@ -114,8 +114,8 @@ def test_the_portable_path_computes_what_the_vector_extension_path_does(
 def test_the_kernels_as_msvc_sees_them_use_no_gnu_extension(tmp_path: Path) -> None:
     """Preprocessed with MSVC's macro (``_MSC_VER``, and no ``__GNUC__`` branch taken in
     ptkit's headers: they test ``_MSC_VER && !__clang__``), ptkit's own lines hold no
-    vector_size, __attribute__, __builtin_ or __asm__; the GNU path, read the same way,
-    is full of them (the check is not blind)."""
+    vector_size, __attribute__, __builtin_ or __asm__, and it compiles; the GNU path, read
+    the same way, is full of them (the check is not blind)."""
     out = tmp_path / "msvc.ii"
     proc = subprocess.run(
         [
@@ -136,6 +136,26 @@ def test_the_kernels_as_msvc_sees_them_use_no_gnu_extension(tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stderr
     assert _gnu_spellings(out, REPO / "cpp") == []
+    # And that view compiles: GCC takes the MSVC branches of ptkit's headers (the
+    # portable types, __forceinline spelled as inline), so a header order that leaves
+    # MSVC without simd_portable.h fails here, not first on the Windows runner.
+    syntax = subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-fsyntax-only",
+            "-D_MSC_VER=1940",
+            "-D__forceinline=inline",
+            "-DPTKIT_CPU_ISA=x",
+            '-DPTKIT_CPU_ISA_NAME="x"',
+            f"-I{INCLUDE}",
+            str(KERNELS),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert syntax.returncode == 0, syntax.stderr
     # The check is not blind: the vector-extension path, preprocessed the same way
     # without _MSC_VER, is full of them.
     gnu = tmp_path / "gnu.ii"

@@ -21,12 +21,12 @@
 #include <limits>
 
 #include "ptkit/portability.h"
-#if defined(PTKIT_SIMD_PORTABLE)
-#include "ptkit/cpu/simd_portable.h"
-#endif
 
 #if defined(_MSC_VER) && !defined(__clang__) && !defined(PTKIT_SIMD_PORTABLE)
 #define PTKIT_SIMD_PORTABLE 1
+#endif
+#if defined(PTKIT_SIMD_PORTABLE)
+#include "ptkit/cpu/simd_portable.h"
 #endif
 
 #if !defined(PTKIT_SIMD_PORTABLE) && (defined(__x86_64__) || defined(__i386__)) && \
