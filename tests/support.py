@@ -333,3 +333,13 @@ def ptkit_from_source(*args: str, timeout: float = 120) -> subprocess.CompletedP
         check=False,
         timeout=timeout,
     )
+
+
+def cpu_lacks(level: str) -> tuple[str, ...]:
+    """The CPU flags of ISA ``level`` (``x86-64-v3``) this machine lacks, by ptkit's own
+    tables (the loader's REQUIRES_ISA rule); empty when it runs the level."""
+    from ptkit.platforms import this_cpu
+    from ptkit.platforms.required_isa import missing_cpu_flags, required_isa
+
+    cpu = this_cpu()
+    return missing_cpu_flags(required_isa(level, cpu.processor), cpu.features or ())

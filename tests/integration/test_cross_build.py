@@ -30,6 +30,7 @@ from support import (
     REPO,
     assert_matches,
     copy_working_tree,
+    cpu_lacks,
     linear_error_bound,
     rms_norm_error_bound,
     silu_error_bound,
@@ -279,11 +280,6 @@ def _wine(run_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
     )
 
 
-def _cpu_runs_x86_64_v3() -> bool:
-    flags = re.search(r"^flags\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
-    return bool(flags) and {"avx2", "fma", "f16c", "bmi2"} <= set(flags.group(1).split())  # type: ignore[union-attr]
-
-
 @pytest.mark.parametrize("isa", ["auto", "default"])
 def test_windows_ops_under_wine_match_this_machines_native_ops(wine_folder: Path, isa: str) -> None:
     """Every op, dtype, activation and the GEMV and large-m paths of fused_linear: the
@@ -297,7 +293,7 @@ def test_windows_ops_under_wine_match_this_machines_native_ops(wine_folder: Path
     chosen, cases = _read_host_output(out)
     # The DLL picks its kernels by cpuid itself (zig's __builtin_cpu_supports is a stub).
     if isa == "auto":
-        assert chosen == ("x86-64-v3" if _cpu_runs_x86_64_v3() else "default")
+        assert chosen == ("default" if cpu_lacks("x86-64-v3") else "x86-64-v3")
     else:
         assert chosen == "default"
     seen = set()

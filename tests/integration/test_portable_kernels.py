@@ -18,26 +18,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, cpu_lacks
+
+from ptkit.platforms.required_isa import required_isa
 
 pytestmark = pytest.mark.integration
 
 KERNELS = REPO / "cpp" / "kernels" / "cpu_kernels.cpp"
 HARNESS = REPO / "tests" / "cpp" / "kernel_parity.cpp"
 INCLUDE = REPO / "cpp" / "include"
-# The ISA levels the cpu recipe builds, as compiler flags, and the /proc/cpuinfo flags each needs
-# to run here.
-LEVELS = {
-    "default": ((), ()),
-    "x86-64-v3": (("-march=x86-64-v3",), ("avx2", "fma", "f16c", "bmi2")),
-}
+# The ISA levels the cpu recipe builds.
+LEVELS = ("default", "x86-64-v3")
 COMPILERS = ("g++", "clang++", "clang++-15")
 
 
-def _cpu_flags() -> set[str]:
-    text = Path("/proc/cpuinfo").read_text()
-    match = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
-    return set(match.group(1).split()) if match else set()
+def _level_flags(level: str) -> tuple[str, ...]:
+    """GCC's and Clang's flags for ``level``, from ptkit's ISA table (none: the baseline)."""
+    return () if level == "default" else required_isa(level, "x86_64").flags["gnu"]
 
 
 def _compile(cxx: str, flags: tuple[str, ...], source: Path, out: Path, *defines: str) -> None:
@@ -66,8 +63,8 @@ def _builds() -> list[tuple[str, str]]:
 def test_the_portable_path_computes_what_the_vector_extension_path_does(
     cxx: str, level: str, tmp_path: Path
 ) -> None:
-    flags, needs = LEVELS[level]
-    missing = [f for f in needs if f not in _cpu_flags()]
+    flags = _level_flags(level)
+    missing = cpu_lacks(level) if level != "default" else ()
     if missing:
         pytest.skip(f"this CPU lacks {', '.join(missing)}: {level} cannot run here")
     # The same options as the build's (C++17 with GNU extensions, -O2), so that the
@@ -116,65 +113,31 @@ def test_the_kernels_as_msvc_sees_them_use_no_gnu_extension(tmp_path: Path) -> N
     ptkit's headers: they test ``_MSC_VER && !__clang__``), ptkit's own lines hold no
     vector_size, __attribute__, __builtin_ or __asm__, and it compiles; the GNU path, read
     the same way, is full of them (the check is not blind)."""
+    msvc = ("-D_MSC_VER=1940",)
     out = tmp_path / "msvc.ii"
-    proc = subprocess.run(
-        [
-            "g++",
-            "-std=c++17",
-            "-E",
-            "-D_MSC_VER=1940",
-            "-DPTKIT_CPU_ISA=x",
-            '-DPTKIT_CPU_ISA_NAME="x"',
-            f"-I{INCLUDE}",
-            str(KERNELS),
-            "-o",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    assert _kernels_gxx(*msvc, "-E", "-o", str(out)).returncode == 0
     assert _gnu_spellings(out, REPO / "cpp") == []
     # And that view compiles: GCC takes the MSVC branches of ptkit's headers (the
     # portable types, __forceinline spelled as inline), so a header order that leaves
     # MSVC without simd_portable.h fails here, not first on the Windows runner.
-    syntax = subprocess.run(
-        [
-            "g++",
-            "-std=c++17",
-            "-fsyntax-only",
-            "-D_MSC_VER=1940",
-            "-D__forceinline=inline",
-            "-DPTKIT_CPU_ISA=x",
-            '-DPTKIT_CPU_ISA_NAME="x"',
-            f"-I{INCLUDE}",
-            str(KERNELS),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert syntax.returncode == 0, syntax.stderr
+    assert _kernels_gxx(*msvc, "-D__forceinline=inline", "-fsyntax-only").returncode == 0
     # The check is not blind: the vector-extension path, preprocessed the same way
     # without _MSC_VER, is full of them.
     gnu = tmp_path / "gnu.ii"
-    subprocess.run(
-        [
-            "g++",
-            "-std=c++17",
-            "-E",
-            "-DPTKIT_CPU_ISA=x",
-            '-DPTKIT_CPU_ISA_NAME="x"',
-            f"-I{INCLUDE}",
-            str(KERNELS),
-            "-o",
-            str(gnu),
-        ],
-        check=True,
-    )
+    assert _kernels_gxx("-E", "-o", str(gnu)).returncode == 0
     found = _gnu_spellings(gnu, REPO / "cpp")
     assert any("vector_size" in line for _, line in found), found[:5]
+
+
+def _kernels_gxx(*options: str) -> subprocess.CompletedProcess[str]:
+    """g++ (C++17) on the kernels source with ``options``; what it printed is shown."""
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-DPTKIT_CPU_ISA=x", '-DPTKIT_CPU_ISA_NAME="x"', f"-I{INCLUDE}",
+         *options, str(KERNELS)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    print(proc.stderr)
+    return proc
 
 
 def _gnu_spellings(preprocessed: Path, root: Path) -> list[tuple[str, str]]:

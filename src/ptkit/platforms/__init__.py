@@ -44,15 +44,6 @@ def platform_for_system(system: str) -> Platform | None:
     return next((p for p in PLATFORMS.values() if p.system == system), None)
 
 
-# The first bytes of each binary format: ELF; Mach-O thin (32/64-bit, either byte order)
-# and fat (universal); PE, whose DOS stub starts with MZ.
-_MAGICS: dict[str, tuple[bytes, ...]] = {
-    "ELF": (b"\x7fELF",),
-    "Mach-O": tuple(
-        bytes.fromhex(m) for m in ("feedface", "cefaedfe", "feedfacf", "cffaedfe", "cafebabe")
-    ),
-    "PE": (b"MZ",),
-}
 MAGIC_LENGTH = 4
 """How many leading bytes :func:`platform_for_binary` needs."""
 
@@ -62,11 +53,7 @@ def platform_for_binary(head: bytes) -> Platform | None:
     them) are, or None: a macOS Python module is a Mach-O ``.so``, so the bytes, not the
     name, say what a lone library is."""
     return next(
-        (
-            p
-            for p in PLATFORMS.values()
-            if any(head.startswith(magic) for magic in _MAGICS[p.binary_format])
-        ),
+        (p for p in PLATFORMS.values() if any(head.startswith(magic) for magic in p.binary_magics)),
         None,
     )
 

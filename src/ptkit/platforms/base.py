@@ -86,6 +86,8 @@ class Platform:
     """``platform.system()`` and CMake's ``CMAKE_SYSTEM_NAME`` there."""
     binary_format: ClassVar[str]
     """``ELF``, ``Mach-O`` or ``PE``."""
+    binary_magics: ClassVar[tuple[bytes, ...]]
+    """What a file of that format starts with (:func:`ptkit.platforms.platform_for_binary`)."""
     library_prefix: ClassVar[str] = "lib"
     library_suffix: ClassVar[str]
     """What a native kernel library (CMake target ``ptkit_cpu``) is called: ``libptkit_cpu.so``."""
@@ -114,11 +116,6 @@ class Platform:
     def library_file(self, target: str) -> str:
         """The file CMake writes for a kernel library target: ``libptkit_cpu.so``."""
         return f"{self.library_prefix}{target}{self.library_suffix}"
-
-    @property
-    def library_pattern(self) -> str:
-        """Every kernel library's file name as a glob, for messages: ``lib*.so``."""
-        return self.library_file("*")
 
     def kernel_library_target(self, file_name: str) -> str | None:
         """The kernel library target a file is named for (``libptkit_cpu.so`` ->

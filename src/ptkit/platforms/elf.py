@@ -12,7 +12,10 @@ import platform
 import struct
 from pathlib import Path
 
-__all__ = ["elf_problem"]
+__all__ = ["ELF_MAGIC", "elf_problem"]
+
+ELF_MAGIC = b"\x7fELF"
+"""What every ELF file starts with (the System V ABI's ``e_ident``)."""
 
 # ELF e_machine values (System V ABI) and the names machines report.
 _MACHINES = {
@@ -40,7 +43,7 @@ def elf_problem(path: Path, machine: str | None = None) -> str | None:
         with path.open("rb") as f:
             header = f.read(64)
             size = path.stat().st_size
-            if len(header) < 64 or header[:4] != b"\x7fELF":
+            if len(header) < 64 or not header.startswith(ELF_MAGIC):
                 return f"{path.name} is not an ELF shared library"
             if header[4] != 2 or header[5] != 1:
                 return (

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ptkit.platforms.base import Platform, ReleasePlatform
-from ptkit.platforms.elf import elf_problem
+from ptkit.platforms.elf import ELF_MAGIC, elf_problem
 
 __all__ = ["CPUINFO", "LinuxPlatform", "cpuinfo_features"]
 
@@ -36,6 +36,7 @@ class LinuxPlatform(Platform):
     name = "linux"
     system = "Linux"
     binary_format = "ELF"
+    binary_magics = (ELF_MAGIC,)
     library_suffix = ".so"
     repair_tool = "auditwheel"
     repair_note = (

@@ -37,6 +37,10 @@ class MacosPlatform(Platform):
     name = "macos"
     system = "Darwin"
     binary_format = "Mach-O"
+    # Thin (32/64-bit, either byte order) and fat (universal) headers.
+    binary_magics = tuple(
+        bytes.fromhex(m) for m in ("feedface", "cefaedfe", "feedfacf", "cffaedfe", "cafebabe")
+    )
     library_suffix = ".dylib"
     library_type = "SHARED"
     repair_tool = "delocate"

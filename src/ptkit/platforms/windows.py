@@ -28,6 +28,7 @@ class WindowsPlatform(Platform):
     name = "windows"
     system = "Windows"
     binary_format = "PE"
+    binary_magics = (b"MZ",)  # the DOS stub every PE file starts with
     library_prefix = ""
     library_suffix = ".dll"
     library_names_ignore_case = True

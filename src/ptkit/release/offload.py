@@ -20,6 +20,8 @@ import struct
 import sys
 from pathlib import Path
 
+from ptkit.platforms.elf import ELF_MAGIC
+
 __all__ = ["OffloadError", "hip_fatbin_section", "list_hip_targets"]
 
 _BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -33,7 +35,7 @@ class OffloadError(ValueError):
 
 def hip_fatbin_section(data: bytes, name: str = "library") -> bytes | None:
     """The bytes of the ``.hip_fatbin`` section of a 64-bit little-endian ELF file."""
-    if data[:4] != b"\x7fELF" or len(data) < 6 or data[4] != 2 or data[5] != 1:
+    if not data.startswith(ELF_MAGIC) or len(data) < 6 or data[4] != 2 or data[5] != 1:
         raise OffloadError(f"{name}: not a 64-bit little-endian ELF file")
     if len(data) < 0x40:
         raise OffloadError(f"{name}: no readable section table (truncated file?)")

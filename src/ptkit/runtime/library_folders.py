@@ -21,7 +21,7 @@ import torch
 
 from ptkit.platforms import Platform, current_platform
 
-__all__ = ["add_library_folders", "added_folders", "torch_package_dir"]
+__all__ = ["add_library_folders", "torch_package_dir"]
 
 # os.path.normcase(folder) -> the handle os.add_dll_directory returned, kept open.
 _handles: dict[str, object] = {}
@@ -37,12 +37,16 @@ def torch_package_dir() -> Path:
 
 
 def add_library_folders(
-    library: Path, platform: Platform | None = None, torch_dir: Path | None = None
+    library: Path,
+    platform: Platform | None = None,
+    torch_dir: Path | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> tuple[Path, ...]:
     """Add the folders ``platform`` (default: this machine's) says ``library``'s imports
     need to the DLL search path, and return those added now (a folder added for an
-    earlier library is not added twice). A folder that does not exist, or that the OS
-    refuses, is left out: the load that follows then names the DLL it could not find."""
+    earlier library is not added twice); ``announce`` gets a line for each. A folder
+    that does not exist, or that the OS refuses, is left out: the load that follows then
+    names the DLL it could not find."""
     platform = platform or current_platform()
     if platform is None:
         return ()
@@ -64,10 +68,7 @@ def add_library_folders(
             except OSError:
                 continue
             added.append(folder)
+    if announce is not None:  # after the lock: announcing is the caller's I/O
+        for folder in added:
+            announce(f"ptkit: added {folder} to the DLL search path")
     return tuple(added)
-
-
-def added_folders() -> tuple[str, ...]:
-    """Every folder this process added, in the order added (for explain and tests)."""
-    with _lock:
-        return tuple(_handles)

@@ -146,8 +146,9 @@ def _decide_and_load(
     if conflict is not None:
         return LoadDecision(path, LoadStatus.FAILED, conflict, manifest)
     if manifest.backend != "metal":  # Metal kernels are no library the OS loads
-        for folder in add_library_folders(manifest.library_path, platform):
-            _trace(switches, f"ptkit: added {folder} to the DLL search path")
+        add_library_folders(
+            manifest.library_path, platform, announce=lambda line: _trace(switches, line)
+        )
     _trace(switches, f"ptkit: loading {manifest.library_path}")
     try:
         if manifest.backend == "metal":

@@ -131,8 +131,9 @@ def read_library(
     the folders ``platform`` (default: this machine's) says its imports need, as the
     loader does (Windows: torch's DLLs)."""
     before = dispatcher_entries()
-    for folder in add_library_folders(library, platform):
-        print(f"ptkit: added {folder} to the DLL search path", file=sys.stderr, flush=True)
+    add_library_folders(
+        library, platform, announce=lambda line: print(line, file=sys.stderr, flush=True)
+    )
     print(f"ptkit: loading {library}", file=sys.stderr, flush=True)
     load: Callable[[str], None] = torch.ops.load_library  # untyped in torch
     load(str(library))

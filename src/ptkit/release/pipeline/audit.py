@@ -18,9 +18,8 @@ def audit_stage(wheel: Path, *, recipe: Recipe, cuobjdump: str | None = None) ->
         from ptkit.release.wheel_audit import audit_wheel
 
         result = audit_wheel(wheel, cuobjdump=cuobjdump)
-    except (
-        ImportError
-    ) as exc:  # a format's reader (pyelftools, macholib, pefile), imported when it runs
+    # A format's reader (pyelftools, macholib, pefile) is imported when the audit runs.
+    except ImportError as exc:
         raise BuildError(
             "audit",
             recipe.name,
