@@ -31,6 +31,33 @@ void check_cpu(const char* op, const char* arg, const Tensor& t) {
 // more in scheduling than they gain.
 constexpr int64_t kMinElementsPerTask = 32768;
 
+// out= of the elementwise ops: a contiguous tensor of the result's shape, dtype and
+// device (ptkit_ops/_checks.py's check_out, which has already run for calls from Python).
+void check_out(const char* op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& sizes) {
+  check_cpu(op, "out", out);
+  check_same_dtype(op, "out", out, x);
+  bool same = out.dim() == static_cast<int64_t>(sizes.size());
+  for (int64_t i = 0; same && i < out.dim(); ++i) same = out.size(i) == sizes[static_cast<size_t>(i)];
+  PTKIT_CHECK(same, "ptkit.", op, ": expected out of shape ", shape_of(sizes), ", got ", shape_of(out));
+  if (!out.is_contiguous()) {
+    std::vector<int64_t> strides;
+    for (int64_t i = 0; i < out.dim(); ++i) strides.push_back(out.stride(i));
+    fail("ptkit.", op, ": expected a contiguous out, got strides ", shape_of(strides),
+         ": pass out.contiguous() and copy back, or call without out=");
+  }
+}
+
+// y: contiguous, x's shape and dtype.
+void rms_norm_into(const Tensor& x, const Tensor& weight, double eps, k::DType dtype, Tensor& y) {
+  const int64_t cols = x.size(-1);
+  if (y.numel() == 0) return;
+  const k::RmsNormArgs args{x.const_data_ptr(), weight.const_data_ptr(), y.mutable_data_ptr(),
+                            cols, cols, cols, static_cast<float>(eps), dtype};
+  const k::RmsNormFn fn = k::select_kernels().rms_norm;
+  const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / cols);
+  torch::stable::parallel_for(0, leading_rows(x), grain, [&](int64_t b, int64_t e) { fn(args, b, e); });
+}
+
 Tensor rms_norm(Tensor x, Tensor weight, double eps) {
   const char* op = "rms_norm";
   check_cpu(op, "x", x);
@@ -40,27 +67,29 @@ Tensor rms_norm(Tensor x, Tensor weight, double eps) {
   check_rms_norm(x, weight, eps);
   x = as_contiguous(x);
   weight = as_contiguous(weight);
-  const int64_t cols = x.size(-1);
-  Tensor y = new_empty(x, sizes_with_last(x, cols));
-  if (y.numel() == 0) return y;
-  const k::RmsNormArgs args{x.const_data_ptr(), weight.const_data_ptr(), y.mutable_data_ptr(),
-                            cols, cols, cols, static_cast<float>(eps), dtype};
-  const k::RmsNormFn fn = k::select_kernels().rms_norm;
-  const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / cols);
-  torch::stable::parallel_for(0, leading_rows(x), grain, [&](int64_t b, int64_t e) { fn(args, b, e); });
+  Tensor y = new_empty(x, sizes_with_last(x, x.size(-1)));
+  rms_norm_into(x, weight, eps, dtype, y);
   return y;
 }
 
-Tensor silu_and_mul(Tensor x) {
-  const char* op = "silu_and_mul";
+void rms_norm_out(Tensor x, Tensor weight, double eps, Tensor out) {
+  const char* op = "rms_norm";
   check_cpu(op, "x", x);
+  check_cpu(op, "weight", weight);
   const auto dtype = static_cast<k::DType>(float_dtype_index(op, "x", x));
-  check_silu_and_mul(x);
+  check_same_dtype(op, "weight", weight, x);
+  check_rms_norm(x, weight, eps);
+  check_out(op, out, x, sizes_with_last(x, x.size(-1)));
   x = as_contiguous(x);
+  weight = as_contiguous(weight);
+  rms_norm_into(x, weight, eps, dtype, out);
+}
+
+// y: contiguous, x's leading shape and d columns.
+void silu_and_mul_into(const Tensor& x, k::DType dtype, Tensor& y) {
   const int64_t width = x.size(-1);
   const int64_t d = width / 2;
-  Tensor y = new_empty(x, sizes_with_last(x, d));
-  if (y.numel() == 0) return y;
+  if (y.numel() == 0) return;
   const k::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), d, width, d, dtype};
   const k::SiluAndMulFn fn = k::select_kernels().silu_and_mul;
   // Tiles of one row's columns, so that a single long row is still split across threads.
@@ -74,7 +103,27 @@ Tensor silu_and_mul(Tensor x) {
       fn(args, row, col, std::min(d, col + kTile));
     }
   });
+}
+
+Tensor silu_and_mul(Tensor x) {
+  const char* op = "silu_and_mul";
+  check_cpu(op, "x", x);
+  const auto dtype = static_cast<k::DType>(float_dtype_index(op, "x", x));
+  check_silu_and_mul(x);
+  x = as_contiguous(x);
+  Tensor y = new_empty(x, sizes_with_last(x, x.size(-1) / 2));
+  silu_and_mul_into(x, dtype, y);
   return y;
+}
+
+void silu_and_mul_out(Tensor x, Tensor out) {
+  const char* op = "silu_and_mul";
+  check_cpu(op, "x", x);
+  const auto dtype = static_cast<k::DType>(float_dtype_index(op, "x", x));
+  check_silu_and_mul(x);
+  check_out(op, out, x, sizes_with_last(x, x.size(-1) / 2));
+  x = as_contiguous(x);
+  silu_and_mul_into(x, dtype, out);
 }
 
 Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::string activation) {
@@ -130,4 +179,6 @@ STABLE_TORCH_LIBRARY_IMPL(ptkit, CPU, m) {
   m.impl("rms_norm", TORCH_BOX(&rms_norm));
   m.impl("silu_and_mul", TORCH_BOX(&silu_and_mul));
   m.impl("fused_linear", TORCH_BOX(&fused_linear));
+  m.impl("rms_norm.out", TORCH_BOX(&rms_norm_out));
+  m.impl("silu_and_mul.out", TORCH_BOX(&silu_and_mul_out));
 }

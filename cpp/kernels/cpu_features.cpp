@@ -1,8 +1,10 @@
 // CPU feature detection from the hardware (cpu_features.h says why no compiler builtin).
 #include "ptkit/cpu/cpu_features.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #if defined(_M_X64) || defined(__x86_64__) || defined(_M_IX86) || defined(__i386__)
 #define PTKIT_CPU_X86 1
@@ -10,6 +12,12 @@
 #include <intrin.h>
 #else
 #include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#elif defined(_WIN32)
+#include <windows.h>
 #endif
 #elif defined(__aarch64__) || defined(_M_ARM64)
 #define PTKIT_CPU_ARM64 1
@@ -92,6 +100,41 @@ CpuFeatures detect() {
   f.amx_bf16 = os_tile && bit(l7.edx, 22) /* AMX-BF16 */ && bit(l7.edx, 24) /* AMX-TILE */;
   return f;
 }
+
+// Linux gives a process the AMX tile state (8 KiB more to save on every context switch
+// and signal) only when it asks, once, for all its threads (Documentation/arch/x86/xstate.rst).
+// The empty string: granted; otherwise why not.
+std::string request_tile_state() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return "";
+  const int error = errno;
+  std::string why = std::string("Linux refused the AMX tile state (arch_prctl(ARCH_REQ_XCOMP_PERM): ") +
+                    std::strerror(error) + ")";
+  if (error == ENOSPC) {
+    why += ": a signal stack of this process (sigaltstack) is smaller than the tile state needs;"
+           " give it at least sysconf(_SC_MINSIGSTKSZ) plus 8 KiB";
+  } else if (error == EINVAL) {
+    why += ": the kernel predates AMX support (Linux 5.16)";
+  }
+  return why;
+#elif defined(_WIN32)
+  // Windows enables XSAVE features for every process and says which (Wine on Linux, which
+  // never asks Linux for the tile state, does not list it).
+  constexpr DWORD64 kTileState = (DWORD64{1} << 17) | (DWORD64{1} << 18);
+  if ((GetEnabledXStateFeatures() & kTileState) == kTileState) return "";
+  return "Windows does not enable the AMX tile state (GetEnabledXStateFeatures)";
+#else
+  return "";
+#endif
+}
+
+// Asked once, on first need.
+const std::string& tile_state_refusal() {
+  static const std::string refusal = request_tile_state();
+  return refusal;
+}
 #elif defined(PTKIT_CPU_ARM64)
 CpuFeatures detect() {
   CpuFeatures f;
@@ -125,12 +168,23 @@ const CpuFeatures& cpu_features() {
   return detected;
 }
 
-bool cpu_supports(const char* isa) {
+bool cpu_supports(const char* isa, const char** refusal) {
   const CpuFeatures& f = cpu_features();
   if (std::strcmp(isa, "default") == 0) return true;
   if (std::strcmp(isa, "x86-64-v2") == 0) return f.x86_64_v2;
   if (std::strcmp(isa, "x86-64-v3") == 0) return f.x86_64_v3;
   if (std::strcmp(isa, "x86-64-v4") == 0) return f.x86_64_v4;
+  if (std::strcmp(isa, "avx512-bf16") == 0) return f.avx512_bf16;
+  if (std::strcmp(isa, "neon-bf16") == 0) return f.neon && f.arm_bf16;
+#if defined(PTKIT_CPU_X86)
+  if (std::strcmp(isa, "amx-bf16") == 0) {
+    if (!f.avx512_bf16 || !f.amx_bf16) return false;
+    const std::string& refused = tile_state_refusal();
+    if (refused.empty()) return true;
+    if (refusal != nullptr) *refusal = refused.c_str();
+    return false;
+  }
+#endif
   return false;
 }
 

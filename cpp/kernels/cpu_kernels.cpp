@@ -14,6 +14,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "ptkit/cpu/dot_products.h"
+#include "ptkit/cpu/elements.h"
+#include "ptkit/cpu/gemv_amx.h"
 #include "ptkit/cpu/kernels.h"
 #include "ptkit/cpu/simd.h"
 
@@ -31,124 +34,8 @@ namespace {
 using simd::f32x4;
 using simd::f32x8;
 using simd::kWidth;
-
-// ---------------------------------------------------------------------------
-// Element types: storage type, 8-lane vector load/store, scalar load/store.
-
-// load2 / store2 move 16 elements as two vectors, in an order of the type's
-// choosing (the same for both): for element-wise loops only.
-struct F32 {
-  using T = float;
-  static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f32(p); }
-  static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f32(p, v); }
-  static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
-  static PTKIT_INLINE float load1(const T* p) { return *p; }
-  static PTKIT_INLINE void store1(T* p, float v) { *p = v; }
-};
-
-struct F16 {
-  using T = uint16_t;  // IEEE binary16 bits
-  static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f16(p); }
-  static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f16(p, v); }
-  static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
-  static PTKIT_INLINE float load1(const T* p) { return simd::f16_to_float(*p); }
-  static PTKIT_INLINE void store1(T* p, float v) { *p = simd::float_to_f16(v); }
-};
-
-struct BF16 {
-  using T = uint16_t;  // upper half of an fp32
-  static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_bf16(p); }
-  static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_bf16(p, v); }
-  // Even / odd elements: no shuffles (simd::load_bf16_pair).
-  static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { simd::load_bf16_pair(p, a, b); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { simd::store_bf16_pair(p, a, b); }
-  static PTKIT_INLINE float load1(const T* p) {
-    const uint32_t bits = static_cast<uint32_t>(*p) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-  static PTKIT_INLINE void store1(T* p, float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) {
-      *p = static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
-    } else {
-      *p = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-    }
-  }
-};
-
-// The first `count` (< 8) lanes from p, zeros after.
-template <class E>
-PTKIT_INLINE f32x8 load_partial(const typename E::T* p, int64_t count) {
-  typename E::T buf[kWidth] = {};
-  std::memcpy(buf, p, static_cast<size_t>(count) * sizeof(typename E::T));
-  return E::load(buf);
-}
-template <class E>
-PTKIT_INLINE void store_partial(typename E::T* p, f32x8 v, int64_t count) {
-  typename E::T buf[kWidth];
-  E::store(buf, v);
-  std::memcpy(p, buf, static_cast<size_t>(count) * sizeof(typename E::T));
-}
-
-// Calls f(E{}) with the element type for `t`.
-template <class F>
-PTKIT_INLINE void dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::f32:
-      f(F32{});
-      return;
-    case DType::f16:
-      f(F16{});
-      return;
-    case DType::bf16:
-      f(BF16{});
-      return;
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Activations on fp32 lanes.
-
-template <Activation A>
-PTKIT_INLINE f32x8 activate(f32x8 v) {
-  if constexpr (A == Activation::none) {
-    return v;
-  } else if constexpr (A == Activation::relu) {
-    return simd::select(v < simd::zero(), simd::zero(), v);  // NaN stays NaN
-  } else if constexpr (A == Activation::gelu) {
-    return simd::gelu(v);
-  } else if constexpr (A == Activation::gelu_tanh) {
-    return simd::gelu_tanh(v);
-  } else {
-    return simd::silu(v);
-  }
-}
-
-template <class F>
-PTKIT_INLINE void dispatch_activation(Activation a, F&& f) {
-  switch (a) {
-    case Activation::none:
-      f(std::integral_constant<Activation, Activation::none>{});
-      return;
-    case Activation::relu:
-      f(std::integral_constant<Activation, Activation::relu>{});
-      return;
-    case Activation::gelu:
-      f(std::integral_constant<Activation, Activation::gelu>{});
-      return;
-    case Activation::gelu_tanh:
-      f(std::integral_constant<Activation, Activation::gelu_tanh>{});
-      return;
-    case Activation::silu:
-      f(std::integral_constant<Activation, Activation::silu>{});
-      return;
-  }
-}
+using namespace elements;
+using namespace dot_products;
 
 // ---------------------------------------------------------------------------
 // rms_norm: pass 1 sums squares, pass 2 scales; the row (<= a few tens of KiB) is
@@ -274,19 +161,7 @@ void silu_and_mul(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, int64
 }
 
 // ---------------------------------------------------------------------------
-// Epilogue: out[c] = act(v[c] + bias[c]) for `count` values, v in fp32.
-
-template <class E, Activation A>
-PTKIT_INLINE void finish8(const f32x8& value, const typename E::T* bias, typename E::T* out, int64_t count) {
-  f32x8 v = value;
-  if (count == kWidth) {
-    if (bias != nullptr) v += E::load(bias);
-    E::store(out, activate<A>(v));
-  } else {
-    if (bias != nullptr) v += load_partial<E>(bias, count);
-    store_partial<E>(out, activate<A>(v), count);
-  }
-}
+// Epilogue of the large-m path
 
 template <class E, Activation A>
 void bias_activation_rows(const LinearArgs& a, int64_t row_begin, int64_t row_end) {
@@ -331,114 +206,107 @@ void bias_activation(const LinearArgs& a, int64_t row_begin, int64_t row_end) {
 // Outputs go in tiles of 8 columns, k in chunks (chunk_for); within a chunk, each
 // group of x rows passes over the tile's weight rows in register blocks of NR
 // weight rows x MR x rows (NR x MR accumulators, NR weight and 1 x register), and
-// the groups after the first find the weight chunk in L1. The x rows are copied
-// (widened to fp32) chunk-major, so that a chunk of all m rows is one contiguous
-// block that stays in L1 (rows k apart would, for k = 4096 fp32, all fall into
-// the same L1 sets). The m x 8 sums of a tile are reduced and finished (bias,
-// activation, one rounding) together, 8 columns per vector.
-//
-// Blocking (chosen by measurement on Zen 3): fp32 weights 4 x 2 (6 loads per 8
-// FMAs; 8 groups for m = 16). bf16 / fp16 weights, widened to fp32 in registers
-// (paid once per group): 8 x 1 for m = 1 (8 accumulator chains), 4 x 2 for m = 2,
-// else 2 x 6 (up to 6 x rows in one pass, 16 rows in three).
+// the groups after the first find the weight chunk in L1. The x rows are packed
+// (dot_products.h: fp32, or bf16 as stored for the bf16 dot products) chunk-major,
+// so that a chunk of all m rows is one contiguous block that stays in L1 (rows k
+// apart would, for k = 4096 fp32, all fall into the same L1 sets). The m x 8 sums
+// of a tile are reduced and finished (bias, activation, one rounding) together, 8
+// columns per vector. How the products are summed is the policy D's
+// (dot_products.h); on amx-bf16 the tile unit takes bf16 first (gemv_amx.h).
 
-constexpr int kTileN = 8;        // output columns per tile (the epilogue's vector)
-// k elements per chunk (a multiple of 8): long chunks when one or two x rows make
-// each chunk little work, short ones (x chunk of 16 rows: 8 KiB) otherwise.
-PTKIT_INLINE int64_t chunk_for(int64_t m) { return m <= 2 ? 512 : 128; }
-
-using Acc = f32x8[kGemvMaxRows][kTileN];
-
-// Keeps v in a register: otherwise GCC folds the loads into the FMAs as memory
-// operands and loads every weight vector once per x row.
-PTKIT_INLINE f32x8 in_register(f32x8 v) {
-#if !defined(PTKIT_SIMD_PORTABLE) && defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
-  __asm__("" : "+x"(v));
-#endif
-  return v;
+constexpr int kTileN = 8;  // output columns per tile (the epilogue's vector)
+// k elements per chunk (a multiple of the policy's step): long chunks when one or two
+// x rows make each chunk little work, else 16 steps (x chunk of 16 rows: 8 KiB for 8
+// fp32 lanes, 16 KiB for 16 lanes or 32 bf16), so that the accumulators' reload
+// between chunks stays small next to the chunk's products.
+template <class D>
+PTKIT_INLINE int64_t chunk_for(int64_t m) {
+  return m <= 2 ? std::max(512, 16 * D::kStep) : 16 * D::kStep;
 }
 
-// acc[m0 + j][n0 + i] += x_j . w_i over [0, len) (a multiple of 8), for NR weight
-// rows `ws` apart and MR x rows `xs` apart.
-template <class E, int NR, int MR>
-PTKIT_INLINE void micro(const typename E::T* w, int64_t ws, const float* x, int64_t xs, int64_t len, Acc& acc,
-                        int m0, int n0) {
-  f32x8 c[MR][NR];
+template <class D>
+using Accumulators = typename D::Acc[kGemvMaxRows][kTileN];
+
+// acc[m0 + j][n0 + i] += x_j . w_i over [0, len) (a multiple of D::kStep), for NR
+// weight rows `ws` apart and MR x rows `xs` apart.
+template <class D, int NR, int MR>
+PTKIT_INLINE void micro(const typename D::T* w, int64_t ws, const typename D::XT* x, int64_t xs, int64_t len,
+                        Accumulators<D>& acc, int m0, int n0) {
+  typename D::Acc c[MR][NR];
   for (int j = 0; j < MR; ++j)
     for (int i = 0; i < NR; ++i) c[j][i] = acc[m0 + j][n0 + i];
-  for (int64_t kk = 0; kk < len; kk += kWidth) {
-    f32x8 wv[NR];
-    for (int i = 0; i < NR; ++i) wv[i] = in_register(E::load(w + i * ws + kk));
+  for (int64_t kk = 0; kk < len; kk += D::kStep) {
+    decltype(D::load_w(w)) wv[NR];
+    for (int i = 0; i < NR; ++i) wv[i] = D::load_w(w + i * ws + kk);
     for (int j = 0; j < MR; ++j) {
-      const f32x8 xv = in_register(simd::load_f32(x + j * xs + kk));
-      for (int i = 0; i < NR; ++i) c[j][i] = simd::fmadd(xv, wv[i], c[j][i]);
+      const auto xv = D::load_x(x + j * xs + kk);
+      for (int i = 0; i < NR; ++i) c[j][i] = D::madd(xv, wv[i], c[j][i]);
     }
   }
   for (int j = 0; j < MR; ++j)
     for (int i = 0; i < NR; ++i) acc[m0 + j][n0 + i] = c[j][i];
 }
 
-template <class E, int NR, int MR_MAX>
-PTKIT_INLINE void micro_rows(int mr, const typename E::T* w, int64_t ws, const float* x, int64_t xs, int64_t len,
-                             Acc& acc, int m0, int n0) {
+template <class D, int NR, int MR_MAX>
+PTKIT_INLINE void micro_rows(int mr, const typename D::T* w, int64_t ws, const typename D::XT* x, int64_t xs,
+                             int64_t len, Accumulators<D>& acc, int m0, int n0) {
   if constexpr (MR_MAX > 1) {
-    if (mr == MR_MAX) return micro<E, NR, MR_MAX>(w, ws, x, xs, len, acc, m0, n0);
-    return micro_rows<E, NR, MR_MAX - 1>(mr, w, ws, x, xs, len, acc, m0, n0);
+    if (mr == MR_MAX) return micro<D, NR, MR_MAX>(w, ws, x, xs, len, acc, m0, n0);
+    return micro_rows<D, NR, MR_MAX - 1>(mr, w, ws, x, xs, len, acc, m0, n0);
   } else {
-    return micro<E, NR, 1>(w, ws, x, xs, len, acc, m0, n0);
+    return micro<D, NR, 1>(w, ws, x, xs, len, acc, m0, n0);
   }
 }
 
-// x as fp32, chunk-major: chunk c (k in [c chunk, (c + 1) chunk)) holds the m rows'
+// x packed chunk-major: chunk c (k in [c chunk, (c + 1) chunk)) holds the m rows'
 // pieces one after the other, `chunk` apart. Reused across calls on a thread.
+template <class XT>
 struct XBlock {
-  const float* base;
+  const XT* base;
   int64_t chunk;         // k elements per chunk
-  int64_t chunk_stride;  // floats from one chunk to the next
-  int64_t row_stride;    // floats from one row to the next within a chunk
-  PTKIT_INLINE const float* at(int64_t row, int64_t k) const {
+  int64_t chunk_stride;  // elements from one chunk to the next
+  int64_t row_stride;    // elements from one row to the next within a chunk
+  PTKIT_INLINE const XT* at(int64_t row, int64_t k) const {
     return base + (k / chunk) * chunk_stride + row * row_stride + k % chunk;
   }
 };
 
-template <class E>
-XBlock pack_x(const LinearArgs& a, int64_t chunk) {
-  using T = typename E::T;
-  thread_local std::vector<float> buf;
+template <class D>
+XBlock<typename D::XT> pack_x(const LinearArgs& a, int64_t chunk) {
+  using T = typename D::T;
+  using XT = typename D::XT;
+  thread_local std::vector<XT> buf;
   const int64_t chunks = (a.k + chunk - 1) / chunk;
   buf.resize(static_cast<size_t>(chunks * a.m * chunk));
-  const XBlock xb{buf.data(), chunk, a.m * chunk, chunk};
+  const XBlock<XT> xb{buf.data(), chunk, a.m * chunk, chunk};
   for (int64_t m = 0; m < a.m; ++m) {
     const T* src = static_cast<const T*>(a.x) + m * a.x_row_stride;
     for (int64_t k0 = 0; k0 < a.k; k0 += chunk) {
-      float* dst = buf.data() + (k0 / chunk) * xb.chunk_stride + m * chunk;
-      const int64_t len = std::min(chunk, a.k - k0);
-      int64_t c = 0;
-      for (; c + kWidth <= len; c += kWidth) simd::store_f32(dst + c, E::load(src + k0 + c));
-      for (; c < len; ++c) dst[c] = E::load1(src + k0 + c);
+      D::pack(src + k0, buf.data() + (k0 / chunk) * xb.chunk_stride + m * chunk, std::min(chunk, a.k - k0));
     }
   }
   return xb;
 }
 
-template <class E, int NR, int MR_MAX>
+template <class E, class D, int NR, int MR_MAX>
 void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   using T = typename E::T;
+  using XT = typename D::XT;
   const int64_t m = a.m;
   const int64_t k = a.k;
-  const int64_t kv = k - k % kWidth;  // vector part of k
+  const int64_t kv = k - k % D::kStep;  // vector part of k
   const int64_t ws = a.w_row_stride;
   const T* w = static_cast<const T*>(a.w);
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
 
-  // fp32 x with one or two rows is read as it is; anything else is packed.
-  const int64_t chunk = chunk_for(m);
-  XBlock xb;
-  if (std::is_same_v<E, F32> && m <= 2) {
-    xb = {static_cast<const float*>(a.x), chunk, chunk, a.x_row_stride};
+  // x with one or two rows is read where it is when packing would not change it.
+  const int64_t chunk = chunk_for<D>(m);
+  XBlock<XT> xb;
+  if (D::kPackedIsStored && m <= 2) {
+    xb = {static_cast<const XT*>(a.x), chunk, chunk, a.x_row_stride};
   } else {
-    xb = pack_x<E>(a, chunk);
+    xb = pack_x<D>(a, chunk);
   }
   // Groups of at most MR_MAX x rows, as even as possible (16 = 6 + 5 + 5).
   const int groups = static_cast<int>((m + MR_MAX - 1) / MR_MAX);
@@ -447,22 +315,22 @@ void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
 
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kTileN) {
     const int cols = static_cast<int>(std::min<int64_t>(kTileN, n_end - n0));
-    Acc acc;
+    Accumulators<D> acc;
     for (int64_t j = 0; j < m; ++j)
-      for (int i = 0; i < kTileN; ++i) acc[j][i] = simd::zero();
+      for (int i = 0; i < kTileN; ++i) acc[j][i] = D::zero();
 
     for (int64_t k0 = 0; k0 < kv; k0 += chunk) {
       const int64_t len = std::min(chunk, kv - k0);
       for (int g = 0; g < groups; ++g) {
         const int m0 = group_begin[g];
         const int mr = group_begin[g + 1] - m0;
-        const float* xg = xb.at(m0, k0);
+        const XT* xg = xb.at(m0, k0);
         int sub = 0;
         for (; sub + NR <= cols; sub += NR) {
-          micro_rows<E, NR, MR_MAX>(mr, w + (n0 + sub) * ws + k0, ws, xg, xb.row_stride, len, acc, m0, sub);
+          micro_rows<D, NR, MR_MAX>(mr, w + (n0 + sub) * ws + k0, ws, xg, xb.row_stride, len, acc, m0, sub);
         }
         for (; sub < cols; ++sub) {
-          micro_rows<E, 1, MR_MAX>(mr, w + (n0 + sub) * ws + k0, ws, xg, xb.row_stride, len, acc, m0, sub);
+          micro_rows<D, 1, MR_MAX>(mr, w + (n0 + sub) * ws + k0, ws, xg, xb.row_stride, len, acc, m0, sub);
         }
       }
     }
@@ -473,11 +341,13 @@ void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
       for (int i = 0; i < cols; ++i) {
         const T* wr = w + (n0 + i) * ws;
         float s = 0.0f;
-        for (int64_t kk = kv; kk < k; ++kk) s += *xb.at(j, kk) * E::load1(wr + kk);
+        for (int64_t kk = kv; kk < k; ++kk) s += D::x1(xb.at(j, kk)) * E::load1(wr + kk);
         tail[i] = s;
       }
-      const f32x8 sums = simd::concat(simd::hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]),
-                                      simd::hsum4(acc[j][4], acc[j][5], acc[j][6], acc[j][7]));
+      const auto& r = acc[j];
+      const f32x8 sums =
+          simd::concat(simd::hsum4(D::fold(r[0]), D::fold(r[1]), D::fold(r[2]), D::fold(r[3])),
+                       simd::hsum4(D::fold(r[4]), D::fold(r[5]), D::fold(r[6]), D::fold(r[7])));
       const f32x8 v = sums + simd::load_f32(tail);
       const T* b = bias ? bias + n0 : nullptr;
       T* out = y + j * a.y_row_stride + n0;
@@ -486,17 +356,34 @@ void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+template <class E, class D>
+void gemv_blocked(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  constexpr Blocking b = D::kBlocking;
+  if (a.m == 1) {
+    gemv_tiles<E, D, b.one_nr, 1>(a, n_begin, n_end);
+  } else if (a.m == 2) {
+    gemv_tiles<E, D, b.two_nr, 2>(a, n_begin, n_end);
+  } else {
+    gemv_tiles<E, D, b.many_nr, b.many_mr>(a, n_begin, n_end);
+  }
+}
+
+// The best policy this level has for the weights' element type.
 template <class E>
 void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
-  if constexpr (std::is_same_v<E, F32>) {
-    gemv_tiles<E, 4, 2>(a, n_begin, n_end);
-  } else if (a.m == 1) {
-    gemv_tiles<E, 8, 1>(a, n_begin, n_end);  // 8 accumulator chains
-  } else if (a.m == 2) {
-    gemv_tiles<E, 4, 2>(a, n_begin, n_end);
-  } else {
-    gemv_tiles<E, 2, 6>(a, n_begin, n_end);
-  }
+#if defined(PTKIT_SIMD_AMX_BF16)
+  if constexpr (std::is_same_v<E, BF16>) n_begin = amx::gemv_bf16(a, n_begin, n_end);
+#endif
+#if defined(PTKIT_SIMD_AVX512_BF16)
+  if constexpr (std::is_same_v<E, BF16>) return gemv_blocked<E, Bf16DotX86>(a, n_begin, n_end);
+#elif defined(PTKIT_SIMD_NEON_BF16)
+  if constexpr (std::is_same_v<E, BF16>) return gemv_blocked<E, Bf16DotNeon>(a, n_begin, n_end);
+#endif
+#if defined(PTKIT_SIMD_AVX512)
+  gemv_blocked<E, FmaF32x16<E>>(a, n_begin, n_end);
+#else
+  gemv_blocked<E, FmaF32x8<E>>(a, n_begin, n_end);
+#endif
 }
 
 void gemv(const LinearArgs& a, int64_t n_begin, int64_t n_end) {

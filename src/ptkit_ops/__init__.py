@@ -62,9 +62,13 @@ OPS = tuple(SCHEMAS)
 _rms_norm = torch.ops.ptkit.rms_norm.default
 _fused_linear = torch.ops.ptkit.fused_linear.default
 _silu_and_mul = torch.ops.ptkit.silu_and_mul.default
+_rms_norm_out = torch.ops.ptkit.rms_norm.out
+_silu_and_mul_out = torch.ops.ptkit.silu_and_mul.out
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Root-mean-square normalisation over the last dimension.
 
     ``y = x * rsqrt(mean(x**2, dim=-1) + eps) * weight``, accumulated in float32.
@@ -73,13 +77,19 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
         x: ``[..., hidden]``, float32, float16 or bfloat16.
         weight: ``[hidden]``, same dtype and device as ``x``.
         eps: added to the mean square before the reciprocal square root (>= 0).
+        out: optional contiguous tensor of ``x``'s shape, dtype and device to write the
+            result into (no output allocated; no autograd, like torch's ``out=``).
 
     Returns:
-        A tensor of ``x``'s shape and dtype.
+        A tensor of ``x``'s shape and dtype (``out`` when given).
     """
     _checks.check_rms_norm(x, weight, eps)
-    out: torch.Tensor = _rms_norm(x, weight, eps)
-    return out
+    if out is not None:
+        _checks.check_out("rms_norm", out, tuple(x.shape), x, weight)
+        _rms_norm_out(x, weight, eps, out=out)
+        return out
+    y: torch.Tensor = _rms_norm(x, weight, eps)
+    return y
 
 
 def fused_linear(
@@ -107,18 +117,24 @@ def fused_linear(
     return out
 
 
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+def silu_and_mul(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """SwiGLU gating: ``silu(x[..., :d]) * x[..., d:]`` with ``d = x.shape[-1] // 2``.
 
     Args:
         x: ``[..., 2 * d]``, float32, float16 or bfloat16.
+        out: optional contiguous ``[..., d]`` tensor of ``x``'s dtype and device to write
+            the result into (no output allocated; no autograd, like torch's ``out=``).
 
     Returns:
-        ``[..., d]`` in ``x``'s dtype.
+        ``[..., d]`` in ``x``'s dtype (``out`` when given).
     """
     _checks.check_silu_and_mul(x)
-    out: torch.Tensor = _silu_and_mul(x)
-    return out
+    if out is not None:
+        _checks.check_out("silu_and_mul", out, _checks.silu_and_mul_shape(x), x)
+        _silu_and_mul_out(x, out=out)
+        return out
+    y: torch.Tensor = _silu_and_mul(x)
+    return y
 
 
 def _installed_version() -> str | None:

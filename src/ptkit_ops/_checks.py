@@ -109,6 +109,37 @@ def check_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
         raise _fail("rms_norm", f"expected eps >= 0, got {eps}")
 
 
+def silu_and_mul_shape(x: torch.Tensor) -> tuple[int, ...]:
+    """``silu_and_mul``'s output shape: ``x``'s with the last dimension halved."""
+    return (*x.shape[:-1], x.shape[-1] // 2)
+
+
+def check_out(
+    op: str, out: torch.Tensor, shape: tuple[int, ...], x: torch.Tensor, *inputs: torch.Tensor
+) -> None:
+    """``out=`` of ``op``: a contiguous tensor of the result's ``shape``, with x's dtype and
+    device, and no gradient asked of it or of the inputs (``x``, ``inputs``): torch's out=
+    ops take no part in autograd either."""
+    _check_like_x(op, "out", out, x)
+    if tuple(out.shape) != shape:
+        raise _fail(op, f"expected out of shape {list(shape)}, got {list(out.shape)}")
+    if not out.is_contiguous():
+        raise _fail(
+            op,
+            f"expected a contiguous out, got strides {list(out.stride())}: pass out.contiguous() "
+            "and copy back, or call without out=",
+        )
+    if torch.is_grad_enabled():
+        names = ("out", "x", *("weight" for _ in inputs))
+        grads = [name for name, t in zip(names, (out, x, *inputs), strict=True) if t.requires_grad]
+        if grads:
+            raise _fail(
+                op,
+                f"out= takes no part in autograd, but {grads[0]} requires grad: call {op} "
+                "without out= to get gradients, or under torch.no_grad()",
+            )
+
+
 def check_silu_and_mul(x: torch.Tensor) -> None:
     _check_x("silu_and_mul", x)
     if x.shape[-1] % 2 != 0:

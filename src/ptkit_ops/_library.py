@@ -23,6 +23,12 @@ SCHEMAS: dict[str, str] = {
         "fused_linear(Tensor x, Tensor weight, Tensor? bias=None, str activation='none') -> Tensor"
     ),
     "silu_and_mul": "silu_and_mul(Tensor x) -> Tensor",
+    # Into a preallocated output (the out= of the Python functions): the elementwise ops,
+    # whose large outputs cost as much to allocate (fresh pages, faulted in and zeroed by
+    # the kernel) as to compute. Mutating, returning nothing: torch.compile and
+    # torch.export trace them (auto_functionalize); no autograd, as torch's out= ops.
+    "rms_norm.out": "rms_norm.out(Tensor x, Tensor weight, float eps=1e-06, *, Tensor(a!) out) -> ()",
+    "silu_and_mul.out": "silu_and_mul.out(Tensor x, *, Tensor(a!) out) -> ()",
 }
 
 # Kept alive for the life of the process: dropping it would unregister the schemas.
@@ -102,13 +108,41 @@ def _fused_linear_fake(
 
 def _silu_and_mul_fake(x: torch.Tensor) -> torch.Tensor:
     _checks.check_silu_and_mul(x)
-    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+    return x.new_empty(_checks.silu_and_mul_shape(x))
+
+
+def _rms_norm_out_reference(
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor
+) -> None:
+    _checks.check_rms_norm(x, weight, eps)
+    _checks.check_out("rms_norm", out, tuple(x.shape), x, weight)
+    out.copy_(rms_norm_reference(x, weight, eps))
+
+
+def _silu_and_mul_out_reference(x: torch.Tensor, *, out: torch.Tensor) -> None:
+    _checks.check_silu_and_mul(x)
+    _checks.check_out("silu_and_mul", out, _checks.silu_and_mul_shape(x), x)
+    out.copy_(silu_and_mul_reference(x))
+
+
+def _rms_norm_out_fake(
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor
+) -> None:
+    _checks.check_rms_norm(x, weight, eps)
+    _checks.check_out("rms_norm", out, tuple(x.shape), x, weight)
+
+
+def _silu_and_mul_out_fake(x: torch.Tensor, *, out: torch.Tensor) -> None:
+    _checks.check_silu_and_mul(x)
+    _checks.check_out("silu_and_mul", out, _checks.silu_and_mul_shape(x), x)
 
 
 REFERENCE_IMPLEMENTATIONS = {
     "rms_norm": rms_norm_reference,
     "fused_linear": fused_linear_reference,
     "silu_and_mul": silu_and_mul_reference,
+    "rms_norm.out": _rms_norm_out_reference,
+    "silu_and_mul.out": _silu_and_mul_out_reference,
 }
 
 for _name, _fn in REFERENCE_IMPLEMENTATIONS.items():
@@ -117,5 +151,7 @@ for _name, _fn in REFERENCE_IMPLEMENTATIONS.items():
 torch.library.register_fake(f"{NAMESPACE}::rms_norm", _rms_norm_fake, lib=_LIBRARY)
 torch.library.register_fake(f"{NAMESPACE}::fused_linear", _fused_linear_fake, lib=_LIBRARY)
 torch.library.register_fake(f"{NAMESPACE}::silu_and_mul", _silu_and_mul_fake, lib=_LIBRARY)
+torch.library.register_fake(f"{NAMESPACE}::rms_norm.out", _rms_norm_out_fake, lib=_LIBRARY)
+torch.library.register_fake(f"{NAMESPACE}::silu_and_mul.out", _silu_and_mul_out_fake, lib=_LIBRARY)
 # One backward per op for every implementation (native or reference): _autograd.py.
 register_gradients(NAMESPACE, _LIBRARY)

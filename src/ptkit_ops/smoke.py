@@ -11,8 +11,9 @@ hit first:
   CPU ops (otherwise the comparisons below would compare the reference with itself),
   every GPU library is LOADED or SKIPPED with a reason (no GPU here, another torch);
 * each op (rms_norm, fused_linear with M=1 and M=33, silu_and_mul) on CPU in float32
-  and bfloat16 matches the reference implementations within error bounds derived
-  from the dtypes' unit roundoff (the same bounds as tests/support.py, doubled);
+  and bfloat16, and rms_norm and silu_and_mul into a preallocated output (``out=``),
+  match the reference implementations within error bounds derived from the dtypes'
+  unit roundoff (the same bounds as tests/support.py, doubled);
 * the native error path: the CPU kernel's own argument check, reached past the Python
   checks, raises RuntimeError naming the op (a C++ exception crossing into torch).
 
@@ -84,12 +85,13 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
     u32 = 2.0**-24
     checks: list[tuple[str, Callable[[], str]]] = []
 
-    def rms_norm(dtype: torch.dtype) -> str:
+    def rms_norm(dtype: torch.dtype, into: bool) -> str:
         x = torch.randn(3, 5, 257).to(dtype)
         w = torch.randn(257).to(dtype)
         ref = ops.rms_norm_reference(x, w)
         bound = ref.abs().double() * 8 * u32 * 257**0.5
-        return _compare(f"rms_norm {dtype}", ops.rms_norm(x, w), ref, bound)
+        native = ops.rms_norm(x, w, out=torch.empty_like(x)) if into else ops.rms_norm(x, w)
+        return _compare(f"rms_norm{' out=' * into} {dtype}", native, ref, bound)
 
     def fused_linear(dtype: torch.dtype, m: int) -> str:
         k, n = 257, 130
@@ -105,11 +107,12 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
         native = ops.fused_linear(x, weight, bias, "silu")
         return _compare(f"fused_linear M={m} {dtype}", native, ref, bound)
 
-    def silu_and_mul(dtype: torch.dtype) -> str:
+    def silu_and_mul(dtype: torch.dtype, into: bool) -> str:
         g = torch.randn(7, 2 * 130).to(dtype)
         ref = ops.silu_and_mul_reference(g)
         bound = ref.abs().double() * 8 * u32
-        return _compare(f"silu_and_mul {dtype}", ops.silu_and_mul(g), ref, bound)
+        native = ops.silu_and_mul(g, out=torch.empty_like(ref)) if into else ops.silu_and_mul(g)
+        return _compare(f"silu_and_mul{' out=' * into} {dtype}", native, ref, bound)
 
     def native_error() -> str:
         # The CPU kernel's own check, past ptkit_ops' Python checks: its C++ exception
@@ -129,12 +132,15 @@ def _op_checks() -> list[tuple[str, Callable[[], str]]]:
 
     checks.append(("native error path", native_error))
     for dtype in (torch.float32, torch.bfloat16):
-        checks.append((f"rms_norm {dtype}", functools.partial(rms_norm, dtype)))
+        checks.append((f"rms_norm {dtype}", functools.partial(rms_norm, dtype, False)))
         for m in (1, 33):
             checks.append(
                 (f"fused_linear M={m} {dtype}", functools.partial(fused_linear, dtype, m))
             )
-        checks.append((f"silu_and_mul {dtype}", functools.partial(silu_and_mul, dtype)))
+        checks.append((f"silu_and_mul {dtype}", functools.partial(silu_and_mul, dtype, False)))
+    # Into a preallocated output (out=), once per op.
+    checks.append(("rms_norm out=", functools.partial(rms_norm, torch.float32, True)))
+    checks.append(("silu_and_mul out=", functools.partial(silu_and_mul, torch.bfloat16, True)))
     return checks
 
 

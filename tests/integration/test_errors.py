@@ -93,6 +93,28 @@ CASES = [
 ]
 
 
+# out= mistakes: (op, make (positional args, out), message); the op's .out overload is
+# what torch.ops.ptkit.<op>.out calls directly.
+OUT_CASES = [
+    (
+        "rms_norm",
+        lambda: ((torch.randn(2, 8), torch.randn(8), 1e-6), torch.empty(2, 7)),
+        r"ptkit\.rms_norm: expected out of shape \[2, 8\], got \[2, 7\]",
+    ),
+    (
+        "rms_norm",
+        lambda: ((torch.randn(2, 8), torch.randn(8), 1e-6), torch.empty(2, 8, dtype=torch.float16)),
+        r"ptkit\.rms_norm: expected out of dtype float32 \(the dtype of x\), got float16",
+    ),
+    (
+        "silu_and_mul",
+        lambda: ((torch.randn(4, 6),), torch.empty(3, 4).t()),
+        r"ptkit\.silu_and_mul: expected a contiguous out, got strides \[1, 4\]: pass "
+        r"out\.contiguous\(\) and copy back, or call without out=",
+    ),
+]
+
+
 # Whatever implementation serves the device, a mistake through the public functions raises
 # the same type with the same message; through torch.ops.ptkit.* directly, a RuntimeError
 # with the same message (ptkit_ops/_checks.py says why).
@@ -100,17 +122,21 @@ PROBE = r"""
 import json, sys, torch, ptkit_ops
 
 sys.path[:0] = [TESTS, TESTS + "/.."]
-from test_errors import CASES
+from test_errors import CASES, OUT_CASES
+
+def attempt(call):
+    try:
+        call()
+    except Exception as exc:
+        return [type(exc).__name__, isinstance(exc, RuntimeError), str(exc).splitlines()[0]]
 
 out = []
 for op, make_args, _ in CASES:
-    row = {}
-    for entry, fn in (("public", getattr(ptkit_ops, op)), ("torch.ops", getattr(torch.ops.ptkit, op))):
-        try:
-            fn(*make_args())
-        except Exception as exc:
-            row[entry] = [type(exc).__name__, isinstance(exc, RuntimeError), str(exc).splitlines()[0]]
-    out.append(row)
+    out.append({"public": attempt(lambda: getattr(ptkit_ops, op)(*make_args())),
+                "torch.ops": attempt(lambda: getattr(torch.ops.ptkit, op)(*make_args()))})
+for op, make, _ in OUT_CASES:
+    out.append({"public": attempt(lambda: getattr(ptkit_ops, op)(*make()[0], out=make()[1])),
+                "torch.ops": attempt(lambda: getattr(torch.ops.ptkit, op).out(*make()[0], out=make()[1]))})
 print(json.dumps(out))
 """
 
@@ -133,7 +159,11 @@ def reference() -> list[dict[str, list]]:
     return _probe(PTKIT_FORCE_REFERENCE="1")
 
 
-@pytest.mark.parametrize(("index", "case"), list(enumerate(CASES)), ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("index", "case"),
+    list(enumerate(CASES + OUT_CASES)),
+    ids=[c[0] for c in CASES] + [f"{c[0]}(out=)" for c in OUT_CASES],
+)
 def test_the_same_mistake_is_the_same_error_on_both_paths(
     native: list[dict[str, list]], reference: list[dict[str, list]], index: int, case: tuple
 ) -> None:

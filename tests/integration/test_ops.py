@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import platform
 import sys
 
 import pytest
@@ -10,7 +13,9 @@ import torch
 from support import (
     DTYPES,
     assert_matches,
+    child_python,
     linear_error_bound,
+    python_env,
     rms_norm_error_bound,
     run_op_tests,
     silu_error_bound,
@@ -18,6 +23,7 @@ from support import (
 
 import ptkit
 import ptkit_ops
+from ptkit.platforms.base import isa_levels
 
 pytestmark = pytest.mark.usefixtures("native_cpu_loaded")
 
@@ -117,13 +123,19 @@ def test_silu_and_mul_extremes_and_non_contiguous(dtype: torch.dtype) -> None:
 
 
 # (rows of x, K, N): decode rows 1..16 take the GEMV, 17+ the library GEMM + epilogue.
+# On amx-bf16, bf16 rows 4..16 with K >= 32 take the tile unit for whole blocks of 32
+# outputs (the rest, and the K tail past a multiple of 32, the dot products): (4, 97, 70)
+# and (16, 4101, 71) have both; (3, 100, 40) stays below the tiles' rows.
 LINEAR_SHAPES = [
     (0, 8, 4),
     (1, 0, 5),
     (1, 1, 1),
     (1, 7, 3),
     (4, 33, 17),
+    (3, 100, 40),
+    (4, 97, 70),
     (16, 4097, 9),
+    (16, 4101, 71),
     (17, 64, 33),
     (40, 129, 65),
     (2, 16384, 8),
@@ -175,7 +187,100 @@ def test_ops_are_served_natively_on_cpu() -> None:
         assert route.library == "libptkit_cpu.so"
 
 
-def test_native_matches_reference_on_the_baseline_isa() -> None:
-    """The library carries one kernel copy per ISA level; PTKIT_CPU_ISA=default runs the
-    baseline copy, which must agree with the reference too."""
-    run_op_tests(sys.executable, PTKIT_CPU_ISA="default")
+def _cpu_decision() -> ptkit.runtime.LoadDecision:
+    return next(d for d in ptkit.runtime.load_decisions("ptkit_ops") if d.backend == "cpu")
+
+
+# The processor's levels, best first (ptkit.platforms' table): each one this library holds.
+ISA_LEVELS = [level.name for level in isa_levels(platform.machine())]
+
+
+@pytest.mark.parametrize("level", ISA_LEVELS)
+def test_native_matches_reference_at_every_isa_level(level: str) -> None:
+    """The library carries one kernel copy per ISA level and runs the best one this CPU
+    has (the rest of this file tests that one). Every other level it holds runs the same
+    native-vs-reference tests with PTKIT_CPU_ISA=<level> (the conftest fixture checks that
+    the level ran). A level not built, or one above what this CPU runs (lacking or refused
+    by the OS), is skipped saying which: the levels are nested, so the one in use tells."""
+    decision = _cpu_decision()
+    assert decision.manifest is not None
+    built = decision.manifest.targets.get("isa", ())
+    details = dict(decision.details)
+    running = details["isa"]
+    if level not in built:
+        pytest.skip(f"{level} is not built into {decision.library} (built: {', '.join(built)})")
+    if os.environ.get("PTKIT_CPU_ISA"):
+        pytest.skip(f"this run is capped at PTKIT_CPU_ISA={os.environ['PTKIT_CPU_ISA']}")
+    if ISA_LEVELS.index(level) < ISA_LEVELS.index(running):
+        note = details.get("isa note", "")
+        pytest.skip(
+            note if level in note else f"this CPU does not run {level} (the library runs {running})"
+        )
+    if level == running:
+        return  # the tests of this file ran at this level, in this process
+    run_op_tests(sys.executable, PTKIT_CPU_ISA=level)
+
+
+def test_amx_refused_by_linux_falls_back_with_the_reason() -> None:
+    """Linux grants the AMX tile state only on request, and refuses it while a signal
+    stack of the process is too small for it (ENOSPC): a real refusal, asked of the real
+    kernel by a child that sets a 4 KiB sigaltstack before ptkit loads. The library then
+    runs the next level and explain() says why."""
+    decision = _cpu_decision()
+    assert decision.manifest is not None
+    if "amx-bf16" not in decision.manifest.targets.get("isa", ()):
+        pytest.skip(f"amx-bf16 is not built into {decision.library}")
+    if dict(decision.details)["isa"] != "amx-bf16":
+        pytest.skip(f"this machine does not run amx-bf16 ({dict(decision.details)})")
+    code = (
+        "import ctypes, json\n"
+        "class Stack(ctypes.Structure):\n"
+        "    _fields_ = [('sp', ctypes.c_void_p), ('flags', ctypes.c_int), ('size', ctypes.c_size_t)]\n"
+        "buf = ctypes.create_string_buffer(4096)\n"
+        "stack = Stack(ctypes.cast(buf, ctypes.c_void_p), 0, 4096)\n"
+        "assert ctypes.CDLL(None, use_errno=True).sigaltstack(ctypes.byref(stack), None) == 0\n"
+        "import torch, ptkit.runtime, ptkit_ops\n"
+        "d = next(d for d in ptkit.runtime.load_decisions('ptkit_ops') if d.backend == 'cpu')\n"
+        "x = torch.randn(8, 64, dtype=torch.bfloat16); w = torch.randn(64, 64, dtype=torch.bfloat16)\n"
+        "ok = torch.allclose(ptkit_ops.fused_linear(x, w).float(),\n"
+        "                    ptkit_ops.fused_linear_reference(x, w).float(), rtol=2e-2, atol=2e-2)\n"
+        "print(json.dumps([dict(d.details), ptkit.runtime.format_explain('ptkit_ops'), ok]))\n"
+    )
+    proc = child_python(code, env=python_env(PYTHONFAULTHANDLER=""))
+    details, explained, ok = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert details["isa"] == "avx512-bf16", details
+    note = details["isa note"]
+    assert note.startswith("amx-bf16 passed over: Linux refused the AMX tile state"), note
+    assert "No space left on device" in note and "sigaltstack" in note, note
+    assert note in explained
+    assert ok
+
+
+OUT_SHAPES = [(0, 8), (3, 66), (2, 5, 4098), (64, 8192)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
+@pytest.mark.parametrize("shape", OUT_SHAPES, ids=str)
+def test_out_writes_what_the_op_returns(shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    """out= runs the same kernels into a preallocated tensor: the result is the one the
+    op returns, bit for bit, in the tensor given."""
+    x = _randn(*shape, dtype=dtype, scale=3.0)
+    out = torch.full((*shape[:-1], shape[-1] // 2), float("nan"), dtype=dtype)
+    assert ptkit_ops.silu_and_mul(x, out=out) is out
+    assert torch.equal(out, ptkit_ops.silu_and_mul(x))
+    w = _randn(shape[-1], dtype=dtype)
+    out = torch.full(shape, float("nan"), dtype=dtype)
+    assert ptkit_ops.rms_norm(x, w, 1e-5, out=out) is out
+    assert torch.equal(out, ptkit_ops.rms_norm(x, w, 1e-5))
+
+
+def test_out_takes_no_part_in_autograd() -> None:
+    x = torch.randn(2, 8, requires_grad=True)
+    with pytest.raises(ptkit_ops.OpArgumentError, match=r"out= takes no part in autograd, but x"):
+        ptkit_ops.silu_and_mul(x, out=torch.empty(2, 4))
+    w = torch.randn(8, requires_grad=True)
+    with pytest.raises(ptkit_ops.OpArgumentError, match=r"but weight requires grad"):
+        ptkit_ops.rms_norm(x.detach(), w, out=torch.empty(2, 8))
+    with torch.no_grad():
+        out = ptkit_ops.rms_norm(x, w, out=torch.empty(2, 8))
+    assert torch.equal(out, ptkit_ops.rms_norm(x.detach(), w.detach()))

@@ -28,8 +28,9 @@ def test_the_cpu_isa_cap_is_read_case_insensitively_and_an_unknown_one_reported(
     garbage = RuntimeSwitches.from_environ({"PTKIT_CPU_ISA": "garbage"})
     assert garbage.cpu_isa_cap is None
     assert garbage.problems == (
-        "PTKIT_CPU_ISA: unknown level 'garbage' (expected one of x86-64-v4, x86-64-v3, "
-        "x86-64-v2, default); ignored: the CPU kernels take the best level this CPU runs",
+        "PTKIT_CPU_ISA: unknown level 'garbage' (expected one of amx-bf16, avx512-bf16, "
+        "x86-64-v4, x86-64-v3, x86-64-v2, neon-bf16, default); ignored: the CPU kernels take "
+        "the best level this CPU runs",
     )
 
 

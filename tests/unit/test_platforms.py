@@ -79,11 +79,29 @@ def test_repair_commands_leave_out_what_they_are_given() -> None:
 
 def test_isa_levels_per_processor_and_dialect() -> None:
     levels = PLATFORMS["linux"].isa_levels("x86_64")
-    assert [level.name for level in levels] == ["x86-64-v4", "x86-64-v3", "x86-64-v2", "default"]
-    v3 = levels[1]
+    assert [level.name for level in levels] == [
+        "amx-bf16", "avx512-bf16", "x86-64-v4", "x86-64-v3", "x86-64-v2", "default",
+    ]  # fmt: skip
+    v3 = levels[3]
     assert v3.flags["gnu"] == ("-march=x86-64-v3", "-mtune=generic")
     assert v3.flags["msvc"] == ("/arch:AVX2",)
-    assert [level.name for level in PLATFORMS["linux"].isa_levels("aarch64")] == ["default"]
+    assert levels[0].flags["gnu"][:2] == ("-march=x86-64-v4", "-mavx512bf16")
+    assert [level.name for level in PLATFORMS["linux"].isa_levels("aarch64")] == [
+        "neon-bf16",
+        "default",
+    ]
+
+
+def test_msvc_builds_no_copy_of_the_levels_its_portable_kernels_cannot_use() -> None:
+    """MSVC compiles the kernels' portable path, which has no bf16 dot products or tiles:
+    a copy for those levels would be x86-64-v4's again under another name."""
+    builds, skipped = PLATFORMS["windows"].isa_builds(
+        ["amx-bf16", "avx512-bf16", "x86-64-v4"], "AMD64", "MSVC"
+    )
+    assert [name for name, _ in builds] == ["x86-64-v4", "default"]
+    assert skipped == ("amx-bf16", "avx512-bf16")
+    zig, _ = PLATFORMS["windows"].isa_builds(["amx-bf16", "x86-64-v3"], "AMD64", "Zig")
+    assert zig[0] == ("amx-bf16", ("-mcpu=x86_64_v4+avx512bf16+amx_tile+amx_bf16",))
 
 
 @pytest.mark.parametrize(
@@ -111,8 +129,11 @@ def test_zig_dialect_has_its_own_cpu_flags(capsys: pytest.CaptureFixture[str]) -
     assert builds == (("x86-64-v3", ("-mcpu=x86_64_v3",)), ("default", ()))
     assert skipped == ()
     # A feature level's single -m flags are clang's, which zig passes on.
+    assert platforms_main(["requires-isa", "AMD64", "Zig", "avx512-vnni"]) == 0
+    assert "FLAGS=-mavx512f;-mavx512vl;-mavx512vnni" in capsys.readouterr().out
+    # A level of the run-time table has its own zig spelling.
     assert platforms_main(["requires-isa", "AMD64", "Zig", "avx512-bf16"]) == 0
-    assert "FLAGS=-mavx512f;-mavx512bw;-mavx512vl;-mavx512bf16" in capsys.readouterr().out
+    assert "FLAGS=-mcpu=x86_64_v4+avx512bf16" in capsys.readouterr().out
     # An Arm level spelled with -march has no zig spelling: refused, not passed on.
     assert platforms_main(["requires-isa", "aarch64", "Zig", "dotprod"]) == 1
     assert "no flags for the zig compiler dialect" in capsys.readouterr().err

@@ -134,8 +134,8 @@ def test_every_problem_is_reported_at_once_with_suggestions(tmp_path: Path) -> N
         "cpu, cuda, hip, xpu, metal",
         "variant.local-version is missing (a PEP 440 local label (lower-case letters, digits "
         "and dots))",
-        "targets.isa must be a list of CPU ISA levels (x86-64-v4, x86-64-v3, x86-64-v2, "
-        "default), got 'default'",
+        "targets.isa must be a list of CPU ISA levels (amx-bf16, avx512-bf16, x86-64-v4, "
+        "x86-64-v3, x86-64-v2, neon-bf16, default), got 'default'",
     ):
         assert expected in message, message
     assert message.count("; ") >= 5
@@ -145,7 +145,7 @@ def test_isa_levels_are_the_platforms(tmp_path: Path) -> None:
     text = '[variant]\nname = "i"\nbackend = "cpu"\nlocal-version = "i"\n[targets]\nisa = ["x86-64-v5"]\n'
     assert (
         "targets.isa: 'x86-64-v5' is not a CPU ISA level (did you mean 'x86-64-v4'?); expected "
-        "one of x86-64-v4, x86-64-v3, x86-64-v2, default"
+        "one of amx-bf16, avx512-bf16, x86-64-v4, x86-64-v3, x86-64-v2, neon-bf16, default"
     ) in _problems(tmp_path, "i", text)
 
 

@@ -53,12 +53,18 @@ inline const char* dtype_name(ScalarType t) {
   }
 }
 
-inline std::string shape_of(const Tensor& t) {
+inline std::string shape_of(const std::vector<int64_t>& sizes) {
   std::ostringstream s;
   s << "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s << (i ? ", " : "") << t.size(i);
+  for (size_t i = 0; i < sizes.size(); ++i) s << (i ? ", " : "") << sizes[i];
   s << "]";
   return s.str();
+}
+
+inline std::string shape_of(const Tensor& t) {
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < t.dim(); ++i) sizes.push_back(t.size(i));
+  return shape_of(sizes);
 }
 
 // 0 = float32, 1 = float16, 2 = bfloat16: the order of every backend's DType enum.

@@ -4,8 +4,9 @@
     The CPU ISA levels a library is compiled for on this platform (CMake's
     ``CMAKE_SYSTEM_NAME``, ``CMAKE_SYSTEM_PROCESSOR``, ``CMAKE_CXX_COMPILER_ID``), best
     first and ``default`` last: ``LEVELS=…``, ``SKIPPED=…`` (levels that do not apply
-    here) and ``FLAGS_<i>=…`` (the compiler flags of the i-th level). An unknown level
-    exits 1 with the known ones.
+    here), ``FLAGS_<i>=…`` (the compiler flags of the i-th level) and ``KNOWN=…`` (every
+    level of the processor, best first: the order ``PTKIT_CPU_ISA`` caps in). An unknown
+    level exits 1 with the known ones.
 
 ``requires-isa PROCESSOR COMPILER_ID LEVEL…``
     The compiler flags of the CPU ISA levels a whole library requires
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SKIPPED={';'.join(skipped)}")
     for index, (_, flags) in enumerate(builds):
         print(f"FLAGS_{index}={';'.join(flags)}")
+    print(f"KNOWN={';'.join(level.name for level in platform.isa_levels(args.processor))}")
     return 0
 
 

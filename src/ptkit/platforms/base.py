@@ -273,7 +273,27 @@ def dialect_flags(flags: dict[str, tuple[str, ...]], dialect: str) -> tuple[str,
     return flags.get(dialect)
 
 
+# Best first. Above the psABI levels, two that only the bf16 GEMV uses (every other kernel
+# is the x86-64-v4 code again): avx512-bf16 (vdpbf16ps: 32 bf16 products a step) and
+# amx-bf16 (the tile unit; Linux also has to grant the process its state, which the CPU
+# library asks for when it picks the level, and falls back when refused). MSVC has no
+# flag that enables them (its intrinsics need none) and compiles the kernels' portable
+# path, which uses neither: no copy for it.
 _X86_64_LEVELS = (
+    IsaLevel(
+        "amx-bf16",
+        {
+            "gnu": ("-march=x86-64-v4", "-mavx512bf16", "-mamx-tile", "-mamx-bf16", "-mtune=generic"),
+            "zig": ("-mcpu=x86_64_v4+avx512bf16+amx_tile+amx_bf16",),
+        },
+    ),
+    IsaLevel(
+        "avx512-bf16",
+        {
+            "gnu": ("-march=x86-64-v4", "-mavx512bf16", "-mtune=generic"),
+            "zig": ("-mcpu=x86_64_v4+avx512bf16",),
+        },
+    ),
     IsaLevel(
         "x86-64-v4",
         {
@@ -295,9 +315,25 @@ _X86_64_LEVELS = (
         {"gnu": ("-march=x86-64-v2", "-mtune=generic"), "msvc": (), "zig": ("-mcpu=x86_64_v2",)},
     ),
     IsaLevel("default", {"gnu": (), "msvc": (), "zig": ()}),
+)  # fmt: skip
+# AArch64's baseline (armv8-a) already has NEON (AdvSIMD): ``default`` is NEON code there.
+# neon-bf16 adds the BF16 extension's BFDOT for the bf16 GEMV (Armv8.6, optional from
+# Armv8.2: Neoverse V1/N2, Graviton 3 and later, Apple M2 and later; zig names the
+# macOS baseline's CPU, Apple M1, plus the feature).
+_AARCH64_LEVELS = (
+    IsaLevel(
+        "neon-bf16",
+        {"gnu": ("-march=armv8.2-a+bf16",), "zig": ("-mcpu=apple_m1+bf16",)},
+    ),
+    IsaLevel("default", {"gnu": (), "msvc": (), "zig": ()}),
 )
 _BASELINE_ONLY = (IsaLevel("default", {"gnu": (), "msvc": (), "zig": ()}),)
-_PROCESSORS = {"x86_64": _X86_64_LEVELS, "amd64": _X86_64_LEVELS}
+_PROCESSORS = {
+    "x86_64": _X86_64_LEVELS,
+    "amd64": _X86_64_LEVELS,
+    "aarch64": _AARCH64_LEVELS,
+    "arm64": _AARCH64_LEVELS,
+}
 
 
 def isa_levels(processor: str) -> tuple[IsaLevel, ...]:
@@ -307,5 +343,5 @@ def isa_levels(processor: str) -> tuple[IsaLevel, ...]:
 
 def known_isa_levels() -> tuple[str, ...]:
     """Every ISA level ptkit knows on any processor, best first (``default`` last)."""
-    names = [level.name for levels in _PROCESSORS.values() for level in levels]
+    names = [lv.name for levels in _PROCESSORS.values() for lv in levels if lv.name != "default"]
     return tuple(dict.fromkeys([*names, "default"]))

@@ -8,9 +8,10 @@ baseline copy, and the loader skips it, with the reason, on a CPU without AVX512
 (the reference, or another library, serves its ops there).
 
 Each level says what the CPU must report (Linux ``/proc/cpuinfo`` flag names, which is
-where ``Platform.cpu_features`` reads them) and the compiler flags that use it. The
-x86-64 micro-architecture levels (``x86-64-v2`` … ``v4``) take their compiler flags from
-the ``IsaLevel`` table, so the two tables cannot disagree. Standard library only.
+where ``Platform.cpu_features`` reads them) and the compiler flags that use it. The levels
+that are also run-time choices (``x86-64-v2`` … ``v4``, ``avx512-bf16``, ``amx-bf16``)
+take their compiler flags from the ``IsaLevel`` table, so the two tables cannot disagree.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -42,20 +43,18 @@ class RequiredIsa:
 _X86_64_V2 = ("cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3")
 _X86_64_V3 = (*_X86_64_V2, "abm", "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave")
 _X86_64_V4 = (*_X86_64_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
-_MICRO_ARCHITECTURE = {
+_AVX512_BF16 = (*_X86_64_V4, "avx512_bf16")
+# The levels of the IsaLevel table (ptkit.platforms.base), with what a CPU must report.
+_X86_64_DISPATCH_LEVELS = {
     "x86-64-v2": (_X86_64_V2, "every x86-64 CPU since about 2009"),
     "x86-64-v3": (_X86_64_V3, "Intel Haswell and AMD Zen or newer"),
     "x86-64-v4": (_X86_64_V4, "Intel Skylake-SP, Ice Lake and AMD Zen 4 or newer"),
+    "avx512-bf16": (_AVX512_BF16, "Intel Cooper Lake, Sapphire Rapids and AMD Zen 4 or newer"),
+    "amx-bf16": ((*_AVX512_BF16, "amx_tile", "amx_bf16"), "Intel Sapphire Rapids or newer (Xeon)"),
 }
 # Features beyond the psABI levels that kernels commonly require. MSVC has no flag for
 # most of them (its intrinsics need none): an empty tuple.
 _X86_64_FEATURES = (
-    RequiredIsa(
-        "avx512-bf16",
-        ("avx512f", "avx512bw", "avx512vl", "avx512_bf16"),
-        {"gnu": ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16"), "msvc": ("/arch:AVX512",)},
-        "Intel Cooper Lake, Sapphire Rapids and AMD Zen 4 or newer",
-    ),
     RequiredIsa(
         "avx512-fp16",
         ("avx512f", "avx512bw", "avx512vl", "avx512_fp16"),
@@ -75,12 +74,6 @@ _X86_64_FEATURES = (
         "Intel Alder Lake, Sapphire Rapids and AMD Zen 5 or newer",
     ),
     RequiredIsa(
-        "amx-bf16",
-        ("amx_tile", "amx_bf16"),
-        {"gnu": ("-mamx-tile", "-mamx-bf16"), "msvc": ()},
-        "Intel Sapphire Rapids or newer (Xeon)",
-    ),
-    RequiredIsa(
         "amx-int8",
         ("amx_tile", "amx_int8"),
         {"gnu": ("-mamx-tile", "-mamx-int8"), "msvc": ()},
@@ -88,6 +81,9 @@ _X86_64_FEATURES = (
     ),
 )  # fmt: skip
 # Arm: /proc/cpuinfo's "Features" names.
+_AARCH64_DISPATCH_LEVELS = {
+    "neon-bf16": (("asimd", "bf16"), "Armv8.6 CPUs and Armv8.2 ones with BF16 (Neoverse V1/N2, Graviton 3, Apple M2 or newer)"),
+}  # fmt: skip
 _AARCH64 = (
     RequiredIsa("dotprod", ("asimddp",), {"gnu": ("-march=armv8.2-a+dotprod",)}, "Armv8.2 CPUs with DotProd (Neoverse N1 or newer)"),
     RequiredIsa("bf16", ("bf16",), {"gnu": ("-march=armv8.6-a+bf16",)}, "Armv8.6 CPUs (Neoverse V1/N2, Graviton 3 or newer)"),
@@ -97,20 +93,37 @@ _AARCH64 = (
 )  # fmt: skip
 
 
-def _x86_64_levels() -> tuple[RequiredIsa, ...]:
-    flags = {level.name: level.flags for level in isa_levels("x86_64")}
-    micro = tuple(
-        RequiredIsa(name, cpu_flags, flags[name], has_it)
-        for name, (cpu_flags, has_it) in _MICRO_ARCHITECTURE.items()
+# MSVC builds no run-time copy of the levels above x86-64-v4 (the kernels' paths for them
+# are GNU intrinsics; ptkit.platforms.base), but a whole library that requires one is
+# compiled as x86-64-v4 code there: MSVC's intrinsics need no flag of their own.
+_MSVC_REQUIRED = {"avx512-bf16": ("/arch:AVX512",), "amx-bf16": ("/arch:AVX512",)}
+
+
+def _with_dispatch_levels(
+    processor: str,
+    dispatch_levels: dict[str, tuple[tuple[str, ...], str]],
+    features: tuple[RequiredIsa, ...],
+) -> tuple[RequiredIsa, ...]:
+    flags = {level.name: level.flags for level in isa_levels(processor)}
+    dispatch = tuple(
+        RequiredIsa(name, cpu_flags, _required_flags(name, flags[name]), has_it)
+        for name, (cpu_flags, has_it) in dispatch_levels.items()
     )
-    return (*micro, *_X86_64_FEATURES)
+    return (*dispatch, *features)
 
 
+def _required_flags(name: str, flags: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    msvc = _MSVC_REQUIRED.get(name)
+    return flags if msvc is None or "msvc" in flags else {**flags, "msvc": msvc}
+
+
+_X86_64 = _with_dispatch_levels("x86_64", _X86_64_DISPATCH_LEVELS, _X86_64_FEATURES)
+_AARCH64_ALL = _with_dispatch_levels("aarch64", _AARCH64_DISPATCH_LEVELS, _AARCH64)
 _PROCESSORS: dict[str, tuple[RequiredIsa, ...]] = {
-    "x86_64": _x86_64_levels(),
-    "amd64": _x86_64_levels(),
-    "aarch64": _AARCH64,
-    "arm64": _AARCH64,
+    "x86_64": _X86_64,
+    "amd64": _X86_64,
+    "aarch64": _AARCH64_ALL,
+    "arm64": _AARCH64_ALL,
 }
 
 

@@ -99,15 +99,25 @@ def torch_facts() -> TorchFacts:
     )
 
 
-def _cpu_isa(path: Path) -> str | None:
-    # CPU libraries export ptkit_cpu_isa(); dlopen of a loaded library returns the same handle.
+def _cpu_isa(path: Path) -> tuple[str | None, str]:
+    """The level a CPU library runs, and why it passed over a better one it holds (the OS
+    refused it: empty when none). CPU libraries export ptkit_cpu_isa(), and those built
+    since the amx-bf16 level ptkit_cpu_isa_note(); dlopen of a loaded library returns the
+    same handle."""
     try:
-        fn = ctypes.CDLL(str(path)).ptkit_cpu_isa
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_char_p
-    value = fn()
-    return value.decode() if isinstance(value, bytes) else None
+        library = ctypes.CDLL(str(path))
+    except OSError:
+        return None, ""
+    values: list[str | None] = []
+    for name in ("ptkit_cpu_isa", "ptkit_cpu_isa_note"):
+        fn = getattr(library, name, None)
+        if fn is None:
+            values.append(None)
+            continue
+        fn.restype = ctypes.c_char_p
+        value = fn()
+        values.append(value.decode(errors="replace") if isinstance(value, bytes) else None)
+    return values[0], values[1] or ""
 
 
 def _isa_cap_note(cap: str, chosen: str, manifest: Manifest) -> str:
@@ -166,9 +176,11 @@ def _decide_and_load(
         _claims.record(manifest)
     details: list[tuple[str, str]] = []
     if manifest.backend == "cpu":
-        isa = _cpu_isa(manifest.library_path)
+        isa, passed_over = _cpu_isa(manifest.library_path)
         if isa:
             details.append(("isa", isa))
+            if passed_over:
+                details.append(("isa note", passed_over))
             if switches.cpu_isa_cap is not None and switches.cpu_isa_cap != isa:
                 details.append(("isa cap", _isa_cap_note(switches.cpu_isa_cap, isa, manifest)))
     details += decision.details

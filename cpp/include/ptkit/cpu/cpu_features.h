@@ -17,7 +17,7 @@ struct CpuFeatures {
   bool x86_64_v4 = false;
   bool avx512_bf16 = false;  // vdpbf16ps (and x86-64-v4)
   bool avx512_fp16 = false;
-  bool amx_bf16 = false;  // the tile unit; Linux also asks for permission to use it
+  bool amx_bf16 = false;  // the tile unit, with its state enabled by the OS (XCR0)
   // AArch64: AdvSIMD is the baseline; these are its optional extensions.
   bool neon = false;
   bool asimd_dotprod = false;
@@ -28,7 +28,9 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 // Whether this CPU runs the kernels compiled for `isa` (a level name of
-// ptkit.platforms: "default", "x86-64-v3", …); an unknown name: false.
-bool cpu_supports(const char* isa);
+// ptkit.platforms: "default", "x86-64-v3", "amx-bf16", …); an unknown name: false.
+// Where the CPU has the level but the operating system refuses what it needs (Linux
+// grants the AMX tile state only on request), false with the reason in *refusal.
+bool cpu_supports(const char* isa, const char** refusal = nullptr);
 
 }  // namespace ptkit::cpu

@@ -34,11 +34,33 @@
 #include <immintrin.h>
 #define PTKIT_SIMD_X86_INTRINSICS 1
 #endif
+#if !defined(PTKIT_SIMD_PORTABLE) && !defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__x86_64__)
+// x86-64's baseline (SSE2): its packed min / max, which GCC would otherwise compute one
+// lane at a time for the compare-and-select that spells them (max_nan, min_nan).
+#include <emmintrin.h>
+#define PTKIT_SIMD_SSE2 1
+#endif
 #if !defined(PTKIT_SIMD_PORTABLE) && defined(__aarch64__)
 #define PTKIT_SIMD_NEON 1
 // AdvSIMD is part of every AArch64 CPU; its fp16 <-> fp32 conversions need no _Float16,
 // which GCC 12's C++ lacks on AArch64.
 #include <arm_neon.h>
+#endif
+// What the levels above x86-64-v3 add (ptkit.platforms' ISA table): 512-bit registers
+// (x86-64-v4), vdpbf16ps (avx512-bf16), the tile unit (amx-bf16); on AArch64, BFDOT
+// (neon-bf16). Only the GEMV uses them (dot_products.h, gemv_amx.h).
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define PTKIT_SIMD_AVX512 1
+#endif
+#if defined(PTKIT_SIMD_AVX512) && defined(__AVX512BF16__)
+#define PTKIT_SIMD_AVX512_BF16 1
+#endif
+#if defined(PTKIT_SIMD_AVX512_BF16) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define PTKIT_SIMD_AMX_BF16 1
+#endif
+#if defined(PTKIT_SIMD_NEON) && defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
+#define PTKIT_SIMD_NEON_BF16 1
 #endif
 
 #ifndef PTKIT_CPU_ISA
@@ -130,10 +152,33 @@ PTKIT_INLINE f32x8 select(i32x8 mask, f32x8 a, f32x8 b) {
 }
 PTKIT_INLINE i32x8 select_i(i32x8 mask, i32x8 a, i32x8 b) { return (mask & a) | (~mask & b); }
 
+// All ones in the NaN lanes (|bits| above infinity's), by the sign of a difference:
+// arithmetic every ISA has packed, where GCC computes a compare-and-select of these
+// 8-lane vectors one lane at a time on x86-64's baseline (SSE2).
+PTKIT_INLINE i32x8 is_nan(f32x8 v) { return (splat_i(0x7f800000) - (as_i(v) & 0x7fffffff)) >> 31; }
+
+#if defined(PTKIT_SIMD_SSE2)
+// op on each 4-lane half (an f32x8 is two SSE registers there; halves taken by memcpy,
+// which GCC keeps in registers, where its shuffles would move lanes one by one).
+template <class Op>
+PTKIT_INLINE f32x8 sse2_halves(f32x8 a, f32x8 b, Op op) {
+  __m128 ah[2], bh[2];
+  std::memcpy(ah, &a, sizeof ah);
+  std::memcpy(bh, &b, sizeof bh);
+  ah[0] = op(ah[0], bh[0]);
+  ah[1] = op(ah[1], bh[1]);
+  f32x8 r;
+  std::memcpy(&r, ah, sizeof r);
+  return r;
+}
+#endif
+
 // max(a, b) / min(a, b); when a lane of x is NaN the result is NaN (x passes through).
 PTKIT_INLINE f32x8 max_nan(f32x8 lo, f32x8 x) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
   return _mm256_max_ps(lo, x);  // returns the second operand when either is NaN
+#elif defined(PTKIT_SIMD_SSE2)
+  return sse2_halves(lo, x, [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
 #else
   return select(x < lo, lo, x);
 #endif
@@ -141,6 +186,8 @@ PTKIT_INLINE f32x8 max_nan(f32x8 lo, f32x8 x) {
 PTKIT_INLINE f32x8 min_nan(f32x8 hi, f32x8 x) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
   return _mm256_min_ps(hi, x);
+#elif defined(PTKIT_SIMD_SSE2)
+  return sse2_halves(hi, x, [](__m128 a, __m128 b) { return _mm_min_ps(a, b); });
 #else
   return select(x > hi, hi, x);
 #endif
@@ -192,7 +239,7 @@ PTKIT_INLINE f32x8 load_bf16(const uint16_t* p) {
 // Round to nearest even; a NaN stays a (quiet) NaN, as the scalar store does.
 PTKIT_INLINE u32x8 bf16_bits(f32x8 v) {
   const i32x8 bits = as_i(v);
-  const i32x8 nan = v != v;
+  const i32x8 nan = is_nan(v);
   const u32x8 ub = bit_cast<u32x8>(bits);
   const u32x8 rounded = (ub + 0x7fffu + ((ub >> 16) & 1u)) >> 16;
   const u32x8 quiet = (ub >> 16) | 0x40u;
@@ -211,7 +258,7 @@ PTKIT_INLINE void load_bf16_pair(const uint16_t* p, f32x8& lo, f32x8& hi) {
 // The rounded bf16 in the upper half of each lane (lower half garbage).
 PTKIT_INLINE i32x8 bf16_upper(f32x8 v) {
   const i32x8 bits = as_i(v);
-  const i32x8 nan = v != v;
+  const i32x8 nan = is_nan(v);
   const i32x8 rounded = bits + 0x7fff + ((bits >> 16) & 1);
   return select_i(nan, bits | 0x00400000, rounded);
 }
@@ -220,6 +267,19 @@ PTKIT_INLINE void store_bf16_pair(uint16_t* p, f32x8 lo, f32x8 hi) {
   std::memcpy(p, &w, sizeof w);
 }
 
+#if defined(PTKIT_SIMD_AVX512_BF16)
+// vcvtneps2bf16: rounds to nearest even and quiets NaNs as bf16_bits does, in one
+// instruction, but reads fp32 subnormals as zeros (DAZ): at this level, results of
+// magnitude below 2^-126 store as bf16 zeros (docs/using.md). 16 values a store in the
+// natural order (store_bf16_pair's interleaving would cost the shuffles it saves).
+PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bit_cast<__m128i>(_mm256_cvtneps_pbh(bit_cast<__m256>(v))));
+}
+PTKIT_INLINE void store_bf16_16(uint16_t* p, f32x8 lo, f32x8 hi) {
+  const __m256i both = bit_cast<__m256i>(_mm256_cvtne2ps_pbh(bit_cast<__m256>(hi), bit_cast<__m256>(lo)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), both);
+}
+#else
 PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
   const u32x8 b = bf16_bits(v);
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX2__)
@@ -233,6 +293,7 @@ PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
   std::memcpy(p, &h, sizeof h);
 #endif
 }
+#endif
 
 PTKIT_INLINE f32x8 load_f16(const uint16_t* p) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__F16C__)
@@ -387,7 +448,9 @@ PTKIT_INLINE f32x8 silu(f32x8 x) {
   const f32x8 er = e.er;
   const i32x8 ni = e.n;
   // n in [-127, 159]; m in [0, 159] as 2^-m1 2^-m2 (normal halves), n - m in [-127, 0].
-  const i32x8 m = select_i(ni > splat_i(0), ni, splat_i(0));
+  // max(n, 0) as n & ~(n >> 31): a compare-and-select is max to GCC, which it computes one
+  // lane at a time where the ISA has no packed integer max (SSE2: x86-64's baseline).
+  const i32x8 m = ni & ~(ni >> 31);
   const i32x8 m1 = m >> 1;
   const i32x8 m2 = m - m1;
   const f32x8 inv1 = as_f((splat_i(127) - m1) << 23);
@@ -425,7 +488,7 @@ PTKIT_INLINE f32x8 gelu(f32x8 x) {
   const f32x8 s = a + p;
   const f32x8 bb = s - a;
   f32x8 lo = ((a - (s - bb)) + (p - bb)) - splat(0.5f) * x2lo;
-  lo = select(lo == lo, lo, zero());  // NaN from inf - inf when x^2 overflows
+  lo = select(is_nan(lo), zero(), lo);  // NaN from inf - inf when x^2 overflows
   const f32x8 es = exp(s);
   const f32x8 half_ec = splat(0.5f) * t * fmadd(es, lo, es);
   return negative_infinity_to_minus_zero(x, x * select(x < zero(), half_ec, splat(1.0f) - half_ec));
