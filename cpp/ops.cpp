@@ -145,7 +145,7 @@ Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::st
   const void* bias_ptr = bias.has_value() ? bias->const_data_ptr() : nullptr;
   const k::KernelTable& kernels = k::select_kernels();
 
-  if (rows <= k::kGemvMaxRows) {
+  if (rows <= kernels.gemv_max_rows[static_cast<int>(dtype)]) {
     Tensor y = new_empty(x, out_sizes);
     if (y.numel() == 0) return y;
     const k::LinearArgs args{x.const_data_ptr(), weight.const_data_ptr(), bias_ptr, y.mutable_data_ptr(),

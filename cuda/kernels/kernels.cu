@@ -33,6 +33,12 @@ using detail::ld_stream_v4;
 using detail::mma_m16n8k16;
 
 constexpr unsigned kFullMask = 0xffffffffu;
+// Lanes of a warp: 32 on every NVIDIA GPU, and what the kernels are written for (their
+// shuffles over kFullMask, mma.sync's fragments, lane = threadIdx.x & 31). The launchers
+// size blocks from the device's own warp size (DeviceInfo::warp_size, as the HIP tree
+// does) and refuse a device that reports another (cudaErrorNotSupported) rather than
+// launch a shape the kernels were not written for.
+constexpr int kWarpSize = 32;
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -388,7 +394,7 @@ __device__ __forceinline__ float rms_scale_scaled(float ss, float inv_cols, floa
 // (Min. 1 block per SM stated: otherwise ptxas for sm_100+ aims at a higher
 // occupancy, caps registers at 48 and spills.)
 template <class T, int NV>
-__global__ void __launch_bounds__(kRmsWarpsPerBlock * 32, 1)
+__global__ void __launch_bounds__(kRmsWarpsPerBlock * kWarpSize, 1)
     rms_norm_warp_kernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y,
                          int64_t rows, int64_t cols, float inv_cols, float eps) {
   using IO = Io<T, NV>;
@@ -900,12 +906,14 @@ struct DeviceInfo {
   int id = 0;
   int sms = 0;
   int cc_major = 0;
+  int warp_size = 0;
 };
 
-// SM count and compute capability of the current device, cached per device.
+// SM count, compute capability and warp size of the current device, cached per device.
 cudaError_t current_device(DeviceInfo* info) {
   static std::atomic<int> sms_cache[kMaxDevices];
   static std::atomic<int> cc_cache[kMaxDevices];
+  static std::atomic<int> warp_cache[kMaxDevices];
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -914,17 +922,22 @@ cudaError_t current_device(DeviceInfo* info) {
   if (cacheable) {
     info->sms = sms_cache[dev].load(std::memory_order_relaxed);
     info->cc_major = cc_cache[dev].load(std::memory_order_relaxed);
-    if (info->sms > 0 && info->cc_major > 0) return cudaSuccess;
+    info->warp_size = warp_cache[dev].load(std::memory_order_relaxed);
+    if (info->sms > 0 && info->cc_major > 0 && info->warp_size > 0) return cudaSuccess;
   }
   err = cudaDeviceGetAttribute(&info->sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
   err = cudaDeviceGetAttribute(&info->cc_major, cudaDevAttrComputeCapabilityMajor, dev);
   if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&info->warp_size, cudaDevAttrWarpSize, dev);
+  if (err != cudaSuccess) return err;
+  if (info->warp_size != kWarpSize) return cudaErrorNotSupported;
   info->sms = std::max(info->sms, 1);
   info->cc_major = std::max(info->cc_major, 1);
   if (cacheable) {
     sms_cache[dev].store(info->sms, std::memory_order_relaxed);
     cc_cache[dev].store(info->cc_major, std::memory_order_relaxed);
+    warp_cache[dev].store(info->warp_size, std::memory_order_relaxed);
   }
   return cudaSuccess;
 }
@@ -937,15 +950,16 @@ using OccupancySlots = std::atomic<int>[kMaxDevices * kWarpOptions];
 
 int warp_option(int warps) { return warps >= 16 ? 4 : warps >= 8 ? 3 : warps >= 4 ? 2 : warps >= 2 ? 1 : 0; }
 
-cudaError_t blocks_per_sm(const void* fn, OccupancySlots& slots, int dev, int warps, size_t smem,
+cudaError_t blocks_per_sm(const void* fn, OccupancySlots& slots, const DeviceInfo& dev, int warps, size_t smem,
                           int* blocks) {
   std::atomic<int>* slot =
-      dev >= 0 && dev < kMaxDevices ? &slots[dev * kWarpOptions + warp_option(warps)] : nullptr;
+      dev.id >= 0 && dev.id < kMaxDevices ? &slots[dev.id * kWarpOptions + warp_option(warps)] : nullptr;
   if (slot != nullptr) {
     *blocks = slot->load(std::memory_order_relaxed) - 1;
     if (*blocks >= 0) return cudaSuccess;
   }
-  const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, fn, 32 * warps, smem);
+  const cudaError_t err =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, fn, dev.warp_size * warps, smem);
   if (err != cudaSuccess) return err;
   if (slot != nullptr) slot->store(*blocks + 1, std::memory_order_relaxed);
   return cudaSuccess;
@@ -965,14 +979,14 @@ cudaError_t rms_norm_typed(const RmsNormArgs& a, const DeviceInfo& dev, cudaStre
   const int64_t packs = a.cols / NV;
   const float inv_cols = 1.0f / static_cast<float>(a.cols);
   const int64_t grid_cap = static_cast<int64_t>(dev.sms) * 64;
-  if (packs <= 32 * kRmsWarpPacks) {
+  if (packs <= dev.warp_size * kRmsWarpPacks) {
     const int64_t blocks = std::min(ceil_div(a.rows, kRmsWarpsPerBlock), grid_cap);
-    rms_norm_warp_kernel<T, NV><<<static_cast<unsigned>(blocks), kRmsWarpsPerBlock * 32, 0, stream>>>(
+    rms_norm_warp_kernel<T, NV><<<static_cast<unsigned>(blocks), kRmsWarpsPerBlock * dev.warp_size, 0, stream>>>(
         x, w, y, a.rows, a.cols, inv_cols, a.eps);
   } else if (packs <= kRmsBlockThreads * kRmsBlockPacks) {
     // ~4 packs per thread: 64 bytes of each row in flight per thread.
     const int threads =
-        static_cast<int>(std::min<int64_t>(kRmsBlockThreads, ceil_div(ceil_div(packs, 4), 32) * 32));
+        static_cast<int>(std::min<int64_t>(kRmsBlockThreads, ceil_div(ceil_div(packs, 4), dev.warp_size) * dev.warp_size));
     const int64_t blocks = std::min(a.rows, grid_cap);
     rms_norm_block_kernel<T, NV><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
         x, w, y, a.rows, a.cols, inv_cols, a.eps);
@@ -1109,7 +1123,7 @@ cudaError_t choose_gemv(const GemvCandidate* cands, int count, const LinearArgs&
       if (warps > 1 && warps / 2 >= steps) continue;  // at least half the warps get work
       const size_t smem = c.smem_per_warp * warps;
       int per_sm = 0;
-      const cudaError_t err = blocks_per_sm(c.fn, *c.occupancy, dev.id, warps, smem, &per_sm);
+      const cudaError_t err = blocks_per_sm(c.fn, *c.occupancy, dev, warps, smem, &per_sm);
       if (err != cudaSuccess) return err;
       if (per_sm <= 0) continue;
       const int64_t wave = static_cast<int64_t>(per_sm) * dev.sms;
@@ -1149,8 +1163,8 @@ template <int NT>
 constexpr int kMmaU = NT >= 4 ? 1 : 2;
 
 template <class T, int NT, bool kHi>
-cudaError_t launch_gemv_mma(const LinearArgs& a, const GemvChoice& c, cudaStream_t stream) {
-  gemv_mma_kernel<T, NT, kMmaU<NT>, kHi><<<grid_x(c.blocks), 32 * c.warps, c.smem, stream>>>(
+cudaError_t launch_gemv_mma(const LinearArgs& a, const GemvChoice& c, const DeviceInfo& dev, cudaStream_t stream) {
+  gemv_mma_kernel<T, NT, kMmaU<NT>, kHi><<<grid_x(c.blocks), dev.warp_size * c.warps, c.smem, stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
       static_cast<T*>(a.y), static_cast<int>(a.m), a.k, a.n, a.activation);
   return cudaGetLastError();
@@ -1166,7 +1180,7 @@ GemvCandidate mma_candidate() {
           32 * kMmaU<NT>,
           32.0 * 16.0 * NT * kMmaU<NT>,
           2,
-          kMmaMaxThreads<NT> / 32,
+          kMmaMaxThreads<NT> / kWarpSize,
           static_cast<size_t>(kRows) * (8 * NT + 8) * sizeof(float)};
 }
 
@@ -1179,13 +1193,13 @@ cudaError_t gemv_tensor_cores(const LinearArgs& a, const DeviceInfo& dev, cudaSt
   if (err != cudaSuccess) return err;
   switch (c.index) {
     case 0:
-      return launch_gemv_mma<T, 8, kHi>(a, c, stream);
+      return launch_gemv_mma<T, 8, kHi>(a, c, dev, stream);
     case 1:
-      return launch_gemv_mma<T, 4, kHi>(a, c, stream);
+      return launch_gemv_mma<T, 4, kHi>(a, c, dev, stream);
     case 2:
-      return launch_gemv_mma<T, 2, kHi>(a, c, stream);
+      return launch_gemv_mma<T, 2, kHi>(a, c, dev, stream);
     default:
-      return launch_gemv_mma<T, 1, kHi>(a, c, stream);
+      return launch_gemv_mma<T, 1, kHi>(a, c, dev, stream);
   }
 }
 
@@ -1206,12 +1220,12 @@ cudaError_t gemv_cuda_cores_mb(const LinearArgs& a, const DeviceInfo& dev, cudaS
                               32 * VW * UU,
                               32.0 * NR * UU * VW * sizeof(T),
                               1,
-                              kSimtMaxThreads<MB> / 32,
+                              kSimtMaxThreads<MB> / kWarpSize,
                               MB * NR * sizeof(float)};
   GemvChoice c;
   const cudaError_t err = choose_gemv(&cand, 1, a, dev, &c);
   if (err != cudaSuccess) return err;
-  gemv_simt_kernel<T, MB, NR, UU, kVec><<<grid_x(c.blocks), 32 * c.warps, c.smem, stream>>>(
+  gemv_simt_kernel<T, MB, NR, UU, kVec><<<grid_x(c.blocks), dev.warp_size * c.warps, c.smem, stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.bias),
       static_cast<T*>(a.y), static_cast<int>(a.m), a.k, a.n, a.activation);
   return cudaGetLastError();

@@ -168,8 +168,8 @@ def test_the_isa_levels_and_their_flags_come_from_the_platform(tmp_path: Path) -
         "-mtune=generic;" in proc.stdout
     )
     assert (
-        "ptkit_target_cpu_isa(t): unknown CPU ISA level 'x86-64-v9'; known: x86-64-v4, "
-        "x86-64-v3, x86-64-v2, default"
+        "ptkit_target_cpu_isa(t): unknown CPU ISA level 'x86-64-v9'; known: amx-bf16, "
+        "avx512-bf16, x86-64-v4, x86-64-v3, x86-64-v2, neon-bf16, default"
     ) in _flat(proc.stderr)
 
 
@@ -185,17 +185,23 @@ def _isa(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_isa_levels_that_do_not_apply_are_skipped() -> None:
+    # The processor's own levels, best first, are the order PTKIT_CPU_ISA caps in (KNOWN).
     assert _isa("Linux", "aarch64", "GNU", "x86-64-v3", "default").stdout.splitlines() == [
         "LEVELS=default",
         "SKIPPED=x86-64-v3",
         "FLAGS_0=",
+        "KNOWN=neon-bf16;default",
     ]
-    # MSVC has no flag for v2: its copy would be the baseline again.
-    assert _isa("Windows", "AMD64", "MSVC", "x86-64-v2", "x86-64-v3").stdout.splitlines() == [
+    # MSVC has no flag for v2 (its copy would be the baseline again), nor for the levels
+    # whose paths are GNU intrinsics (its portable kernels would be x86-64-v4's again).
+    assert _isa(
+        "Windows", "AMD64", "MSVC", "amx-bf16", "x86-64-v2", "x86-64-v3"
+    ).stdout.splitlines() == [
         "LEVELS=x86-64-v3;default",
-        "SKIPPED=x86-64-v2",
+        "SKIPPED=amx-bf16;x86-64-v2",
         "FLAGS_0=/arch:AVX2",
         "FLAGS_1=",
+        "KNOWN=amx-bf16;avx512-bf16;x86-64-v4;x86-64-v3;x86-64-v2;default",
     ]
     unknown = _isa("Plan9", "x86_64", "GNU")
     assert unknown.returncode == 1 and "no platform module for system 'Plan9'" in unknown.stderr

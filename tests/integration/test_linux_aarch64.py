@@ -5,7 +5,8 @@ programs through binfmt_misc), with torch 2.10.0, PyPI's CPU-only aarch64 torch.
 In that root (scripts/in-root) the cpu wheel of ptkit-ops is built from this checkout by
 bookworm's own GCC 12 for aarch64 (the kernels need no _Float16, which GCC 12's C++ lacks
 there), through scikit-build-core and ptkit's CMake package as on any machine; the ISA levels
-come from the platform module (x86-64-v3 does not apply, so only the baseline is built). A
+come from the platform module: the NEON baseline (armv8-a) and neon-bf16 (BFDOT, which qemu's
+CPU has), the x86-64 levels do not apply. A
 fresh venv there gets this run's toolkit and that wheel, the library loads natively, and
 ptkit's op and loader tests pass. Times under emulation are not benchmarks (every instruction
 is translated); correctness is the point. The release's aarch64 wheel (repaired, tagged
@@ -28,7 +29,7 @@ SUITE = ["test_ops.py", "test_loader.py"]
 
 CHECK = r"""
 import json, platform, torch, ptkit.runtime, ptkit_ops
-decisions = [(d.library, d.status.value, d.reason) for d in ptkit.runtime.load_decisions("ptkit_ops")]
+decisions = [(d.library, d.status.value, d.reason, dict(d.details)) for d in ptkit.runtime.load_decisions("ptkit_ops")]
 routes = {r.op: r.implementation for r in ptkit.runtime.explain("ptkit_ops") if r.device_type == "cpu"}
 print(json.dumps({"machine": platform.machine(), "torch": torch.__version__,
                   "decisions": decisions, "routes": routes}))
@@ -68,9 +69,12 @@ def test_the_cpu_wheel_builds_loads_and_passes_the_tests_on_linux_aarch64(
     assert wheel.name.endswith("-py3-none-linux_aarch64.whl"), wheel.name
     assert out["machine"] == "aarch64", out
     assert str(out["torch"]).split("+")[0] == "2.10.0", out
-    ((library, status, reason),) = out["decisions"]
+    ((library, status, reason, details),) = out["decisions"]
     assert (library, status) == ("libptkit_cpu.so", "loaded"), reason
     assert "built with torch 2.10.0" in reason, reason
+    # qemu's CPU has BF16 (getauxval's HWCAP2_BF16): the BFDOT level runs, and the op
+    # tests run the NEON baseline too (test_native_matches_reference_at_every_isa_level).
+    assert details["isa"] == "neon-bf16", details
     assert set(out["routes"].values()) == {"native"}, out["routes"]
     print(f"aarch64, torch {out['torch']}: {summary}")  # shown with -s
     passed = re.search(r"(\d+) passed", summary)

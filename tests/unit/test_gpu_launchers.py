@@ -40,3 +40,22 @@ def test_every_tree_defines_every_declared_function(tree: str) -> None:
         if not re.search(rf"^{returns} {name}\([^;]*\) {{", text, re.M)
     ]
     assert not missing, f"{tree} does not define {', '.join(missing)}"
+
+
+def test_launch_shapes_come_from_the_devices_warp_size() -> None:
+    """No GPU here: the sources are read. Each tree sizes its warp-based launches from what
+    the device reports (CUDA and HIP: the warp size attribute, cached per device; SYCL: the
+    GEMV's required sub-group of 16, checked against the device's sizes before launch), and
+    no CUDA launch spells a warp as a literal 32 threads."""
+    cuda = TREES["cuda"][0].read_text()
+    assert "cudaDevAttrWarpSize" in cuda
+    launches = re.findall(r"<<<([^>]*)>>>", cuda)
+    warp_launches = [args for args in launches if "warps" in args or "kRmsWarpsPerBlock" in args]
+    assert warp_launches and all("warp_size" in args for args in warp_launches), warp_launches
+    assert not [args for args in launches if re.search(r",\s*32\s*\*", args)], launches
+    hip = TREES["hip"][0].read_text()
+    assert "hipDeviceAttributeWarpSize" in hip
+    assert re.search(r"gemv_kernel<T>, dim3\(blocks_for\(a\.n, waves_per_block\(\)\)\)", hip)
+    xpu = TREES["xpu"][0].read_text()
+    assert "[[sycl::reqd_sub_group_size(kSubGroup)]]" in xpu
+    assert "get_info<sycl::info::device::sub_group_sizes>()" in xpu

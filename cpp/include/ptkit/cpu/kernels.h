@@ -72,6 +72,9 @@ struct KernelTable {
   SiluAndMulFn silu_and_mul;
   GemvFn gemv;
   BiasActivationFn bias_activation;
+  // Per dtype (DType's order): the most rows of x the GEMV takes; above it the library
+  // GEMM (and the epilogue) is faster on the CPUs of this level. At most kGemvMaxRows.
+  int64_t gemv_max_rows[3];
 };
 
 // The best table this CPU can run (decided once, on first use).
