@@ -14,6 +14,7 @@ from support import (
     DTYPES,
     assert_matches,
     child_python,
+    cpu_lacks,
     linear_error_bound,
     python_env,
     rms_norm_error_bound,
@@ -213,9 +214,9 @@ def test_native_matches_reference_at_every_isa_level(level: str) -> None:
         pytest.skip(f"this run is capped at PTKIT_CPU_ISA={os.environ['PTKIT_CPU_ISA']}")
     if ISA_LEVELS.index(level) < ISA_LEVELS.index(running):
         note = details.get("isa note", "")
-        pytest.skip(
-            note if level in note else f"this CPU does not run {level} (the library runs {running})"
-        )
+        lacking = ", ".join(cpu_lacks(level)) or "the OS refused it"
+        reason = f"this CPU does not run {level} (lacks {lacking}; the library runs {running})"
+        pytest.skip(note if level in note else reason)
     if level == running:
         return  # the tests of this file ran at this level, in this process
     run_op_tests(sys.executable, PTKIT_CPU_ISA=level)

@@ -26,9 +26,10 @@ def test_the_run_time_levels_take_their_flags_from_the_isa_sources_table() -> No
     for name in ("avx512-bf16", "amx-bf16"):
         # MSVC builds no run-time copy of them, but compiles a library that requires one.
         assert required_isa(name, "x86_64").flags == {**table[name], "msvc": ("/arch:AVX512",)}
-    assert required_isa("neon-bf16", "aarch64").flags == {
-        level.name: level.flags for level in isa_levels("aarch64")
-    }["neon-bf16"]
+    assert (
+        required_isa("neon-bf16", "aarch64").flags
+        == {level.name: level.flags for level in isa_levels("aarch64")}["neon-bf16"]
+    )
     assert required_isa("x86-64-v4", "amd64").cpu_flags[-1] == "avx512vl"
 
 

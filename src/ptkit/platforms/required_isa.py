@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ptkit.platforms.base import isa_levels
 
@@ -101,7 +101,7 @@ _MSVC_REQUIRED = {"avx512-bf16": ("/arch:AVX512",), "amx-bf16": ("/arch:AVX512",
 
 def _with_dispatch_levels(
     processor: str,
-    dispatch_levels: dict[str, tuple[tuple[str, ...], str]],
+    dispatch_levels: Mapping[str, tuple[tuple[str, ...], str]],
     features: tuple[RequiredIsa, ...],
 ) -> tuple[RequiredIsa, ...]:
     flags = {level.name: level.flags for level in isa_levels(processor)}
