@@ -39,7 +39,10 @@ for _schema in SCHEMAS.values():
 
 def _limits(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """silu, gelu and gelu_tanh at ±inf: their limits (+inf, -0), where torch's formulas
-    meet -inf * 0 = NaN. ptkit's semantics on every path (docs/using.md)."""
+    meet -inf * 0 = NaN; and a negative x whose result underflows gives -0 (x times a
+    non-negative factor), where torch's vectorized gelu gives +0 and its scalar tail -0.
+    ptkit's semantics on every path (docs/using.md)."""
+    y = torch.where((y == 0) & (x < 0), -0.0, y)
     return torch.where(torch.isinf(x), torch.where(x > 0, x, -0.0), y)
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from support import REPO, fresh_venv, python_env, run, run_op_tests, skip_if_bootstrap_left_out
 
+from ptkit_ops import OPS
+
 pytestmark = pytest.mark.integration
 
 # (the torch's environment from scripts/bootstrap, the version it holds)
@@ -112,11 +114,7 @@ def test_one_wheel_loads_natively_and_passes_the_op_and_loader_tests(
     assert "stable ABI target 2.10" in reason
     routes = out["routes"]
     assert isinstance(routes, dict)
-    assert {op: r[0] for op, r in routes.items()} == {
-        "rms_norm": "native",
-        "fused_linear": "native",
-        "silu_and_mul": "native",
-    }, routes
+    assert {op: r[0] for op, r in routes.items()} == dict.fromkeys(OPS, "native"), routes
     assert isinstance(out["error"], float) and out["error"] < 1e-5, out["error"]
     if base_env == ".venv":
         return  # the suite's own environment: tests/integration/test_ops.py runs there
@@ -159,7 +157,7 @@ def test_a_torch_below_the_floor_is_refused_with_the_reason(
         f"needs torch >= 2.10 (stable ABI target), found {torch_version}; upgrade torch" in reason
     ), reason
     routes = out["routes"]
-    assert isinstance(routes, dict) and set(routes) == {"rms_norm", "fused_linear", "silu_and_mul"}
+    assert isinstance(routes, dict) and set(routes) == set(OPS)
     for op, (implementation, why) in routes.items():
         assert implementation == "reference", (op, implementation, why)
         assert "needs torch >= 2.10" in why, (op, why)
