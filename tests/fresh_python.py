@@ -154,7 +154,10 @@ def fresh_python(path: Path, *, torch_site: Path | None = None) -> Path:
 def offline_env(venv: Path, wheels: Path, **extra: str) -> dict[str, str]:
     """The environment of a command run in the activated ``venv``, pip on ``wheels``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PTKIT_", "PIP_"))}
-    env.pop("PYTHONPATH", None)
+    # A user's shell is not inside a make: an outer `make integration`'s variables would
+    # make the user's make a sub-make (which names each folder it enters).
+    for name in ("PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
+        env.pop(name, None)
     env.update(
         PATH=os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
         VIRTUAL_ENV=str(venv),
