@@ -87,7 +87,7 @@ double sum_of_squares(const typename E::T* x, int64_t cols) {
   return total;
 }
 
-template <class E>
+template <class E, bool Stream>
 void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
   using T = typename E::T;
   const T* w = static_cast<const T*>(a.weight);
@@ -115,7 +115,7 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
       f32x8 x0, x1, w0, w1;
       E::load2(x + c, x0, x1);
       E::load2(w + c, w0, w1);
-      E::store2(y + c, x0 * vinv * w0, x1 * vinv * w1);
+      E::template store2<Stream>(y + c, x0 * vinv * w0, x1 * vinv * w1);
     }
     for (; c + kWidth <= cols; c += kWidth) {
       E::store(y + c, E::load(x + c) * vinv * E::load(w + c));
@@ -127,13 +127,22 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 void rms_norm(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
-  dispatch(a.dtype, [&](auto e) { rms_norm_rows<decltype(e)>(a, row_begin, row_end); });
+  dispatch(a.dtype, [&](auto e) {
+    using E = decltype(e);
+    const auto* y = static_cast<const typename E::T*>(a.y) + row_begin * a.y_row_stride;
+    if (a.stream_output && simd::streamable(y) && (a.y_row_stride * sizeof *y) % 32 == 0) {
+      rms_norm_rows<E, true>(a, row_begin, row_end);
+      simd::stream_fence();
+    } else {
+      rms_norm_rows<E, false>(a, row_begin, row_end);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------
 // silu_and_mul
 
-template <class E>
+template <class E, bool Stream>
 void silu_and_mul_cols(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, int64_t col_end) {
   using T = typename E::T;
   const T* g = static_cast<const T*>(a.x) + row * a.x_row_stride;
@@ -144,7 +153,7 @@ void silu_and_mul_cols(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, 
     f32x8 g0, g1, u0, u1;
     E::load2(g + c, g0, g1);
     E::load2(u + c, u0, u1);
-    E::store2(y + c, simd::silu(g0) * u0, simd::silu(g1) * u1);
+    E::template store2<Stream>(y + c, simd::silu(g0) * u0, simd::silu(g1) * u1);
   }
   for (; c + kWidth <= col_end; c += kWidth) {
     E::store(y + c, simd::silu(E::load(g + c)) * E::load(u + c));
@@ -157,7 +166,16 @@ void silu_and_mul_cols(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, 
 }
 
 void silu_and_mul(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, int64_t col_end) {
-  dispatch(a.dtype, [&](auto e) { silu_and_mul_cols<decltype(e)>(a, row, col_begin, col_end); });
+  dispatch(a.dtype, [&](auto e) {
+    using E = decltype(e);
+    const auto* y = static_cast<const typename E::T*>(a.y) + row * a.y_row_stride + col_begin;
+    if (a.stream_output && simd::streamable(y)) {
+      silu_and_mul_cols<E, true>(a, row, col_begin, col_end);
+      simd::stream_fence();
+    } else {
+      silu_and_mul_cols<E, false>(a, row, col_begin, col_end);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------

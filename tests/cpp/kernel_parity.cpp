@@ -3,7 +3,8 @@
 // the GCC/Clang vector extensions) and `portable` (PTKIT_SIMD_PORTABLE: the lane-array
 // path MSVC compiles). Inputs: fixed pseudo-random values of a moderate range with about
 // one in ten a random bit pattern (NaN, infinities, subnormals, huge), every dtype, row
-// lengths around the vector widths, every activation, with and without bias.
+// lengths around the vector widths, every activation, with and without bias; rms_norm and
+// silu_and_mul also with streaming stores (stream_output), into 32-byte aligned outputs.
 //
 // Prints one line per kernel and dtype (cases, differing outputs, largest difference)
 // and exits 1 when any output differs by more than `max_ulps` (argv[1], default 0).
@@ -127,6 +128,18 @@ struct Tally {
   }
 };
 
+// An output buffer that starts 32-byte aligned, so that the kernels may take their
+// streaming-store path on it.
+struct Output {
+  std::vector<uint8_t> storage;
+  size_t offset, size;
+  explicit Output(size_t bytes) : storage(bytes + 32, 0), size(bytes) {
+    offset = (32 - reinterpret_cast<uintptr_t>(storage.data()) % 32) % 32;
+  }
+  uint8_t* data() { return storage.data() + offset; }
+  std::vector<uint8_t> bytes() const { return {storage.begin() + offset, storage.begin() + offset + size}; }
+};
+
 const char* name(DType t) { return t == DType::f32 ? "float32" : t == DType::f16 ? "float16" : "bfloat16"; }
 
 bool report(const char* kernel, DType t, const Tally& tally, double max_ulps) {
@@ -144,28 +157,39 @@ int main(int argc, char** argv) {
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const size_t size = t == DType::f32 ? 4 : 2;
     Tally rms, silu, gemv, epilogue;
-    for (int64_t cols : {1, 7, 8, 9, 15, 16, 17, 33, 100, 257}) {
+    // y[build][stream]: each compared with the reference build's plain stores.
+    for (int64_t cols : {1, 7, 8, 9, 15, 16, 17, 33, 64, 100, 257}) {
       const int64_t rows = 3;
-      std::vector<uint8_t> x, w, y[2];
+      std::vector<uint8_t> x, w, y[2][2];
       fill(x, t, rows * cols);
       fill(w, t, cols);
       for (int b = 0; b < 2; ++b) {
-        y[b].assign(rows * cols * size, 0);
-        const RmsNormArgs a{x.data(), w.data(), y[b].data(), cols, cols, cols, 1e-6f, t};
-        builds[b]->rms_norm(a, 0, rows);
+        for (bool stream : {false, true}) {
+          Output out(rows * cols * size);
+          const RmsNormArgs a{x.data(), w.data(), out.data(), cols, cols, cols, 1e-6f, t, stream};
+          builds[b]->rms_norm(a, 0, rows);
+          y[b][stream] = out.bytes();
+        }
       }
-      rms.compare(y[0], y[1], t);
+      rms.compare(y[0][0], y[1][0], t);
+      rms.compare(y[0][0], y[0][1], t);
+      rms.compare(y[0][0], y[1][1], t);
     }
     for (int64_t d : {1, 7, 8, 9, 16, 17, 40, 129}) {
       const int64_t rows = 2;
-      std::vector<uint8_t> x, y[2];
+      std::vector<uint8_t> x, y[2][2];
       fill(x, t, rows * 2 * d);
       for (int b = 0; b < 2; ++b) {
-        y[b].assign(rows * d * size, 0);
-        const SiluAndMulArgs a{x.data(), y[b].data(), d, 2 * d, d, t};
-        for (int64_t r = 0; r < rows; ++r) builds[b]->silu_and_mul(a, r, 0, d);
+        for (bool stream : {false, true}) {
+          Output out(rows * d * size);
+          const SiluAndMulArgs a{x.data(), out.data(), d, 2 * d, d, t, stream};
+          for (int64_t r = 0; r < rows; ++r) builds[b]->silu_and_mul(a, r, 0, d);
+          y[b][stream] = out.bytes();
+        }
       }
-      silu.compare(y[0], y[1], t);
+      silu.compare(y[0][0], y[1][0], t);
+      silu.compare(y[0][0], y[0][1], t);
+      silu.compare(y[0][0], y[1][1], t);
     }
     for (int act = 0; act <= 4; ++act) {
       for (int64_t m : {1, 2, 3, 7, 16}) {

@@ -275,6 +275,29 @@ def test_out_writes_what_the_op_returns(shape: tuple[int, ...], dtype: torch.dty
     assert torch.equal(out, ptkit_ops.rms_norm(x, w, 1e-5))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
+def test_outputs_of_16_mib_stream_and_match(dtype: torch.dtype) -> None:
+    """Outputs of 16 MiB or more are written with streaming stores (ops.cpp's
+    kStreamOutputBytes) where they start 32-byte aligned, as a fresh tensor does; an out=
+    that starts 4 or 2 bytes further on takes the plain stores. Both give the same bits,
+    and match the reference."""
+    rows = (16 << 20) // (4096 * torch.finfo(dtype).bits // 8)
+    for op, x, args in (
+        ("rms_norm", _randn(rows, 4096, dtype=dtype), (_randn(4096, dtype=dtype), 1e-5)),
+        ("silu_and_mul", _randn(rows, 8192, dtype=dtype, scale=3.0), ()),
+    ):
+        fn = getattr(ptkit_ops, op)
+        streamed = fn(x, *args)
+        assert streamed.numel() * streamed.element_size() == 16 << 20
+        assert streamed.data_ptr() % 32 == 0
+        unaligned = torch.empty(streamed.numel() + 1, dtype=dtype)[1:].view(streamed.shape)
+        assert fn(x, *args, out=unaligned) is unaligned
+        assert torch.equal(streamed, unaligned), op
+        reference = getattr(ptkit_ops, f"{op}_reference")(x, *args)
+        bound = rms_norm_error_bound(reference) if op == "rms_norm" else silu_error_bound(reference)
+        assert_matches(streamed, reference, dtype, bound=bound)
+
+
 def test_out_takes_no_part_in_autograd() -> None:
     x = torch.randn(2, 8, requires_grad=True)
     with pytest.raises(ptkit_ops.OpArgumentError, match=r"out= takes no part in autograd, but x"):

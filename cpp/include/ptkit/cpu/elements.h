@@ -31,13 +31,18 @@ using simd::kWidth;
 // Element types: storage type, 8-lane vector load/store, scalar load/store.
 
 // load2 / store2 move 16 elements as two vectors, in an order of the type's
-// choosing (the same for both): for element-wise loops only.
+// choosing (the same for both): for element-wise loops only. store2<true> writes them
+// with streaming stores (simd::put_32_bytes: p 32-byte aligned, simd::stream_fence after).
 struct F32 {
   using T = float;
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f32(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f32(p, v); }
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
+  template <bool Stream = false>
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
+    simd::put_32_bytes<Stream>(p, simd::as_i(a));
+    simd::put_32_bytes<Stream>(p + kWidth, simd::as_i(b));
+  }
   static PTKIT_INLINE float load1(const T* p) { return *p; }
   static PTKIT_INLINE void store1(T* p, float v) { *p = v; }
 };
@@ -47,7 +52,10 @@ struct F16 {
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f16(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_f16(p, v); }
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { store(p, a), store(p + kWidth, b); }
+  template <bool Stream = false>
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
+    simd::put_32_bytes<Stream>(p, simd::f16_pair_bits(a, b));
+  }
   static PTKIT_INLINE float load1(const T* p) { return simd::f16_to_float(*p); }
   static PTKIT_INLINE void store1(T* p, float v) { *p = simd::float_to_f16(v); }
 };
@@ -57,13 +65,19 @@ struct BF16 {
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_bf16(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_bf16(p, v); }
 #if defined(PTKIT_SIMD_AVX512_BF16)
-  // In order: one vcvtne2ps2bf16 stores both (simd::store_bf16_16).
+  // In order: one vcvtne2ps2bf16 converts both (simd::bf16_16_bits).
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { simd::store_bf16_16(p, a, b); }
+  template <bool Stream = false>
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
+    simd::put_32_bytes<Stream>(p, simd::bf16_16_bits(a, b));
+  }
 #else
   // Even / odd elements: no shuffles (simd::load_bf16_pair).
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { simd::load_bf16_pair(p, a, b); }
-  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) { simd::store_bf16_pair(p, a, b); }
+  template <bool Stream = false>
+  static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
+    simd::put_32_bytes<Stream>(p, simd::bf16_pair_bits(a, b));
+  }
 #endif
   static PTKIT_INLINE float load1(const T* p) {
     const uint32_t bits = static_cast<uint32_t>(*p) << 16;

@@ -27,6 +27,7 @@ struct RmsNormArgs {
   int64_t y_row_stride;
   float eps;
   DType dtype;
+  bool stream_output;  // y too large for the caches: written around them (simd::put_32_bytes)
 };
 // Rows [row_begin, row_end).
 using RmsNormFn = void (*)(const RmsNormArgs&, int64_t row_begin, int64_t row_end);
@@ -39,6 +40,7 @@ struct SiluAndMulArgs {
   int64_t x_row_stride;
   int64_t y_row_stride;
   DType dtype;
+  bool stream_output;  // as RmsNormArgs'
 };
 // Row `row`, output columns [col_begin, col_end).
 using SiluAndMulFn = void (*)(const SiluAndMulArgs&, int64_t row, int64_t col_begin, int64_t col_end);

@@ -148,14 +148,30 @@ PTKIT_INLINE f32x8 as_f(i32x8 v) { return bit_cast<f32x8>(v); }
 
 // Lane-wise mask ? a : b (mask lanes are all ones or all zeros).
 PTKIT_INLINE f32x8 select(i32x8 mask, f32x8 a, f32x8 b) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+  return _mm256_blendv_ps(b, a, bit_cast<__m256>(mask));  // one instruction, not three
+#else
   return as_f((mask & as_i(a)) | (~mask & as_i(b)));
+#endif
 }
-PTKIT_INLINE i32x8 select_i(i32x8 mask, i32x8 a, i32x8 b) { return (mask & a) | (~mask & b); }
+PTKIT_INLINE i32x8 select_i(i32x8 mask, i32x8 a, i32x8 b) { return as_i(select(mask, as_f(a), as_f(b))); }
 
-// All ones in the NaN lanes (|bits| above infinity's), by the sign of a difference:
-// arithmetic every ISA has packed, where GCC computes a compare-and-select of these
-// 8-lane vectors one lane at a time on x86-64's baseline (SSE2).
-PTKIT_INLINE i32x8 is_nan(f32x8 v) { return (splat_i(0x7f800000) - (as_i(v) & 0x7fffffff)) >> 31; }
+// All ones in the NaN lanes: one unordered compare with AVX; elsewhere |bits| above
+// infinity's, by the sign of a difference (arithmetic every ISA has packed, where GCC
+// computes a compare-and-select of these 8-lane vectors one lane at a time on x86-64's
+// baseline, SSE2).
+PTKIT_INLINE i32x8 is_nan(f32x8 v) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+  return bit_cast<i32x8>(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+#else
+  return (splat_i(0x7f800000) - (as_i(v) & 0x7fffffff)) >> 31;
+#endif
+}
+
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+// Whether any lane of a mask (lanes all ones or all zeros) is set.
+PTKIT_INLINE bool any(i32x8 mask) { return _mm256_movemask_ps(bit_cast<__m256>(mask)) != 0; }
+#endif
 
 #if defined(PTKIT_SIMD_SSE2)
 // op on each 4-lane half (an f32x8 is two SSE registers there; halves taken by memcpy,
@@ -224,6 +240,38 @@ PTKIT_INLINE f32x8 load_f32(const float* p) {
 }
 PTKIT_INLINE void store_f32(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
 
+// 32 bytes to p. Stream: written around the cache (a non-temporal store), for outputs too
+// large to stay there: a plain store first reads each line it writes (for ownership), half
+// as much memory traffic again for a kernel that reads as many bytes as it writes. A stream
+// needs p 32-byte aligned (streamable) and stream_fence() after its last store; where
+// the ISA has no such store (NEON, the portable path), it is a plain one.
+template <bool Stream = false>
+PTKIT_INLINE void put_32_bytes(void* p, i32x8 v) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+  if constexpr (Stream) {
+    _mm256_stream_si256(static_cast<__m256i*>(p), bit_cast<__m256i>(v));
+    return;
+  }
+#elif defined(PTKIT_SIMD_SSE2)
+  if constexpr (Stream) {
+    __m128i halves[2];
+    std::memcpy(halves, &v, sizeof halves);
+    _mm_stream_si128(static_cast<__m128i*>(p), halves[0]);
+    _mm_stream_si128(static_cast<__m128i*>(p) + 1, halves[1]);
+    return;
+  }
+#endif
+  std::memcpy(p, &v, sizeof v);
+}
+PTKIT_INLINE bool streamable(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
+// Orders the streaming stores before whatever this thread does next (they are weakly
+// ordered): the op's threads are joined after it, and the output read.
+PTKIT_INLINE void stream_fence() {
+#if (defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)) || defined(PTKIT_SIMD_SSE2)
+  _mm_sfence();
+#endif
+}
+
 PTKIT_INLINE f32x8 load_bf16(const uint16_t* p) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX2__)
   // One vpmovzxwd (GCC 12 splits __builtin_convertvector into two 128-bit halves).
@@ -248,7 +296,7 @@ PTKIT_INLINE u32x8 bf16_bits(f32x8 v) {
 // 16 bf16 values as two fp32 vectors without any shuffle: the 32-bit word i holds
 // elements 2i and 2i + 1, so `word << 16` is one of them and `word & 0xffff0000`
 // the other. The pair is in an interleaved order, so this is only for element-wise
-// work where every operand is loaded the same way (store_bf16_pair undoes it).
+// work where every operand is loaded the same way (bf16_pair_bits undoes it).
 PTKIT_INLINE void load_bf16_pair(const uint16_t* p, f32x8& lo, f32x8& hi) {
   i32x8 w;
   std::memcpy(&w, p, sizeof w);
@@ -262,22 +310,21 @@ PTKIT_INLINE i32x8 bf16_upper(f32x8 v) {
   const i32x8 rounded = bits + 0x7fff + ((bits >> 16) & 1);
   return select_i(nan, bits | 0x00400000, rounded);
 }
-PTKIT_INLINE void store_bf16_pair(uint16_t* p, f32x8 lo, f32x8 hi) {
-  const u32x8 w = (bit_cast<u32x8>(bf16_upper(lo)) >> 16) | (bit_cast<u32x8>(bf16_upper(hi)) & 0xffff0000u);
-  std::memcpy(p, &w, sizeof w);
+// lo and hi's 16 bf16 values as one 32-byte value, in load_bf16_pair's order.
+PTKIT_INLINE i32x8 bf16_pair_bits(f32x8 lo, f32x8 hi) {
+  return bit_cast<i32x8>((bit_cast<u32x8>(bf16_upper(lo)) >> 16) | (bit_cast<u32x8>(bf16_upper(hi)) & 0xffff0000u));
 }
 
 #if defined(PTKIT_SIMD_AVX512_BF16)
 // vcvtneps2bf16: rounds to nearest even and quiets NaNs as bf16_bits does, in one
 // instruction, but reads fp32 subnormals as zeros (DAZ): at this level, results of
 // magnitude below 2^-126 store as bf16 zeros (docs/using.md). 16 values a store in the
-// natural order (store_bf16_pair's interleaving would cost the shuffles it saves).
+// natural order (bf16_pair_bits's interleaving would cost the shuffles it saves).
 PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bit_cast<__m128i>(_mm256_cvtneps_pbh(bit_cast<__m256>(v))));
 }
-PTKIT_INLINE void store_bf16_16(uint16_t* p, f32x8 lo, f32x8 hi) {
-  const __m256i both = bit_cast<__m256i>(_mm256_cvtne2ps_pbh(bit_cast<__m256>(hi), bit_cast<__m256>(lo)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), both);
+PTKIT_INLINE i32x8 bf16_16_bits(f32x8 lo, f32x8 hi) {
+  return bit_cast<i32x8>(_mm256_cvtne2ps_pbh(bit_cast<__m256>(hi), bit_cast<__m256>(lo)));
 }
 #else
 PTKIT_INLINE void store_bf16(uint16_t* p, f32x8 v) {
@@ -318,15 +365,14 @@ PTKIT_INLINE f32x8 load_f16(const uint16_t* p) {
 #endif
 }
 
-PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
+PTKIT_INLINE u16x8 f16_bits(f32x8 v) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__F16C__)
-  const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+  return bit_cast<u16x8>(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #elif defined(PTKIT_SIMD_NEON)
   // Rounds to nearest even (the FPCR's default mode), as the other paths do.
   const float16x8_t h =
       vcvt_high_f16_f32(vcvt_f16_f32(bit_cast<float32x4_t>(lo4(v))), bit_cast<float32x4_t>(hi4(v)));
-  vst1q_u16(p, vreinterpretq_u16_f16(h));
+  return bit_cast<u16x8>(vreinterpretq_u16_f16(h));
 #else
   // Round to nearest even, overflow to Inf, NaN to quiet NaN, exact subnormals.
   const i32x8 bits = as_i(v);
@@ -340,9 +386,19 @@ PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
   i32x8 o = select_i(a < (113 << 23), sub, normal);
   o = select_i(a >= ((127 + 16) << 23), special, o);
   o |= (sign >> 16) & 0x8000;
-  const u16x8 h = convert<u16x8>(bit_cast<u32x8>(o));
-  std::memcpy(p, &h, sizeof h);
+  return convert<u16x8>(bit_cast<u32x8>(o));
 #endif
+}
+PTKIT_INLINE void store_f16(uint16_t* p, f32x8 v) {
+  const u16x8 h = f16_bits(v);
+  std::memcpy(p, &h, sizeof h);
+}
+// Two vectors' fp16 bits as one 32-byte value (a then b).
+PTKIT_INLINE i32x8 f16_pair_bits(f32x8 a, f32x8 b) {
+  const u16x8 halves[2] = {f16_bits(a), f16_bits(b)};
+  i32x8 both;
+  std::memcpy(&both, halves, sizeof both);
+  return both;
 }
 
 // One fp16 value, for the scalar tails: one lane of the vector conversions above, so a
@@ -435,14 +491,29 @@ PTKIT_INLINE f32x8 negative_infinity_to_minus_zero(f32x8 x, f32x8 y) {
   return select(x == splat(-std::numeric_limits<float>::infinity()), splat(-0.0f), y);
 }
 
-// x * sigmoid(x) = x / (1 + E), E = e^-x = er 2^n, evaluated as
+// x * sigmoid(x) = x / (1 + E), E = e^-x = er 2^n. Where every lane has x >= -87 (or is
+// NaN), E is a normal number (n <= 126) and the plain formula is used; otherwise all
+// lanes are evaluated as
 //   (x 2^-m) / (2^-m + er 2^(n - m)),  m = max(n, 0),
 // i.e. the plain formula (same error profile as torch's: <= ~2.3 ulp, mean ~0.34)
 // with numerator and denominator scaled by 2^-m so that E never overflows: for
 // x < -88.7 (E > FLT_MAX, where x / (1 + E) would give -0) the result stays
 // accurate down to the subnormals (x e^x), and x < -110 (rounds to 0) and -inf
 // give -0 (the plain formula: -inf / inf = NaN). +inf gives +inf, NaN stays NaN.
+// Both ways round alike wherever the plain one applies (the scaling by 2^-m is exact
+// there), so a value's result does not depend on its neighbours. The plain way exists at
+// x86-64-v3 only, where an f32x8 is one register and it takes a quarter fewer
+// instructions: on two-register f32x8s (SSE2, NEON) GCC keeps the lanes in memory across
+// the branch (slower than no branch). From x86-64-v4 the scaling is vscalefps (below),
+// a few instructions; the branch was not tried there (no AVX-512 CPU at hand).
 PTKIT_INLINE f32x8 silu(f32x8 x) {
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__) && !defined(PTKIT_SIMD_AVX512)
+  if (!any(bit_cast<i32x8>(x < splat(-87.0f)))) {
+    // x > 88 (E = 0 at n = -127) and +inf give x itself, as below.
+    const ExpReduced e = exp_reduce(-min_nan(splat(88.0f), x));
+    return x / fmadd(e.er, as_f((e.n + 127) << 23), splat(1.0f));
+  }
+#endif
   const f32x8 xl = max_nan(splat(-110.0f), x);  // a NaN passes through
   const f32x8 a = -min_nan(splat(88.0f), xl);   // E = e^a; a >= -88: 1 + E == 1 beyond
   const ExpReduced e = exp_reduce(a);
