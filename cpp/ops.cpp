@@ -40,8 +40,8 @@ constexpr int64_t kMinElementsPerTask = 32768;
 // [4096, 4096] fp32 from 5.8 to 4.8 ms.
 constexpr int64_t kStreamOutputBytes = int64_t{16} << 20;
 
-bool stream_output(const Tensor& y, k::DType dtype) {
-  return y.numel() * (dtype == k::DType::f32 ? 4 : 2) >= kStreamOutputBytes;
+bool stream_output(const Tensor& y) {
+  return y.numel() * static_cast<int64_t>(y.element_size()) >= kStreamOutputBytes;
 }
 
 // out= of the elementwise ops: a contiguous tensor of the result's shape, dtype and
@@ -65,7 +65,7 @@ void rms_norm_into(const Tensor& x, const Tensor& weight, double eps, k::DType d
   const int64_t cols = x.size(-1);
   if (y.numel() == 0) return;
   const k::RmsNormArgs args{x.const_data_ptr(), weight.const_data_ptr(), y.mutable_data_ptr(),
-                            cols, cols, cols, static_cast<float>(eps), dtype, stream_output(y, dtype)};
+                            cols, cols, cols, static_cast<float>(eps), dtype, stream_output(y)};
   const k::RmsNormFn fn = k::select_kernels().rms_norm;
   const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / cols);
   torch::stable::parallel_for(0, leading_rows(x), grain, [&](int64_t b, int64_t e) { fn(args, b, e); });
@@ -103,7 +103,7 @@ void silu_and_mul_into(const Tensor& x, k::DType dtype, Tensor& y) {
   const int64_t width = x.size(-1);
   const int64_t d = width / 2;
   if (y.numel() == 0) return;
-  const k::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), d, width, d, dtype, stream_output(y, dtype)};
+  const k::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), d, width, d, dtype, stream_output(y)};
   const k::SiluAndMulFn fn = k::select_kernels().silu_and_mul;
   // Tiles of one row's columns, so that a single long row is still split across threads.
   constexpr int64_t kTile = 4096;

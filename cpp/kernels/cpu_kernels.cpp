@@ -126,16 +126,27 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
+// body(std::true_type) where the op asked for streaming stores (stream_output) and every
+// row of y the slice writes starts 32-byte aligned, then the fence they need; else
+// body(std::false_type), plain stores.
+template <class F>
+PTKIT_INLINE void with_output_stores(bool stream_output, const void* y, int64_t row_stride_bytes, F&& body) {
+  if (stream_output && simd::streamable(y) && row_stride_bytes % 32 == 0) {
+    body(std::true_type{});
+    simd::stream_fence();
+  } else {
+    body(std::false_type{});
+  }
+}
+
 void rms_norm(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
   dispatch(a.dtype, [&](auto e) {
     using E = decltype(e);
-    const auto* y = static_cast<const typename E::T*>(a.y) + row_begin * a.y_row_stride;
-    if (a.stream_output && simd::streamable(y) && (a.y_row_stride * sizeof *y) % 32 == 0) {
-      rms_norm_rows<E, true>(a, row_begin, row_end);
-      simd::stream_fence();
-    } else {
-      rms_norm_rows<E, false>(a, row_begin, row_end);
-    }
+    using T = typename E::T;
+    const T* y = static_cast<const T*>(a.y) + row_begin * a.y_row_stride;
+    with_output_stores(a.stream_output, y, a.y_row_stride * int64_t{sizeof(T)}, [&](auto stream) {
+      rms_norm_rows<E, decltype(stream)::value>(a, row_begin, row_end);
+    });
   });
 }
 
@@ -168,13 +179,11 @@ void silu_and_mul_cols(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, 
 void silu_and_mul(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, int64_t col_end) {
   dispatch(a.dtype, [&](auto e) {
     using E = decltype(e);
-    const auto* y = static_cast<const typename E::T*>(a.y) + row * a.y_row_stride + col_begin;
-    if (a.stream_output && simd::streamable(y)) {
-      silu_and_mul_cols<E, true>(a, row, col_begin, col_end);
-      simd::stream_fence();
-    } else {
-      silu_and_mul_cols<E, false>(a, row, col_begin, col_end);
-    }
+    using T = typename E::T;
+    const T* y = static_cast<const T*>(a.y) + row * a.y_row_stride + col_begin;
+    with_output_stores(a.stream_output, y, 0, [&](auto stream) {  // one row
+      silu_and_mul_cols<E, decltype(stream)::value>(a, row, col_begin, col_end);
+    });
   });
 }
 

@@ -245,19 +245,21 @@ PTKIT_INLINE void store_f32(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
 // as much memory traffic again for a kernel that reads as many bytes as it writes. A stream
 // needs p 32-byte aligned (streamable) and stream_fence() after its last store; where
 // the ISA has no such store (NEON, the portable path), it is a plain one.
+#if (defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)) || defined(PTKIT_SIMD_SSE2)
+#define PTKIT_SIMD_STREAMING_STORES 1
+#endif
 template <bool Stream = false>
 PTKIT_INLINE void put_32_bytes(void* p, i32x8 v) {
-#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+#if defined(PTKIT_SIMD_STREAMING_STORES)
   if constexpr (Stream) {
+#if defined(__AVX__)
     _mm256_stream_si256(static_cast<__m256i*>(p), bit_cast<__m256i>(v));
-    return;
-  }
-#elif defined(PTKIT_SIMD_SSE2)
-  if constexpr (Stream) {
+#else
     __m128i halves[2];
     std::memcpy(halves, &v, sizeof halves);
     _mm_stream_si128(static_cast<__m128i*>(p), halves[0]);
     _mm_stream_si128(static_cast<__m128i*>(p) + 1, halves[1]);
+#endif
     return;
   }
 #endif
@@ -267,7 +269,7 @@ PTKIT_INLINE bool streamable(const void* p) { return reinterpret_cast<uintptr_t>
 // Orders the streaming stores before whatever this thread does next (they are weakly
 // ordered): the op's threads are joined after it, and the output read.
 PTKIT_INLINE void stream_fence() {
-#if (defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)) || defined(PTKIT_SIMD_SSE2)
+#if defined(PTKIT_SIMD_STREAMING_STORES)
   _mm_sfence();
 #endif
 }
@@ -508,7 +510,7 @@ PTKIT_INLINE f32x8 negative_infinity_to_minus_zero(f32x8 x, f32x8 y) {
 // a few instructions; the branch was not tried there (no AVX-512 CPU at hand).
 PTKIT_INLINE f32x8 silu(f32x8 x) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__) && !defined(PTKIT_SIMD_AVX512)
-  if (!any(bit_cast<i32x8>(x < splat(-87.0f)))) {
+  if (!any(x < splat(-87.0f))) {
     // x > 88 (E = 0 at n = -127) and +inf give x itself, as below.
     const ExpReduced e = exp_reduce(-min_nan(splat(88.0f), x));
     return x / fmadd(e.er, as_f((e.n + 127) << 23), splat(1.0f));
