@@ -19,6 +19,7 @@ library.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -65,6 +66,34 @@ _silu_and_mul = torch.ops.ptkit.silu_and_mul.default
 _rms_norm_out = torch.ops.ptkit.rms_norm.out
 _silu_and_mul_out = torch.ops.ptkit.silu_and_mul.out
 
+# Bound once too: the guard the fast path of _dispatch enters (absent from a future torch,
+# the dispatcher's path is kept).
+_below_autograd = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
+
+
+def _dispatch(op: Any, *args: Any) -> torch.Tensor:
+    """``op(*args)``, below autograd when the call cannot need a gradient.
+
+    The autograd kernel that ``torch.library.register_autograd`` installs is Python: about
+    15 us a call (3 GHz EPYC, torch 2.14), more than rms_norm of a 4096-wide row, even when
+    it only passes the call on. torch's own test decides (grad mode off, or no tensor
+    argument requiring grad), and the call goes where that kernel would send it. Traced
+    calls (torch.compile, torch.export) keep the dispatcher's path.
+    """
+    if (
+        _below_autograd is None
+        or torch.compiler.is_compiling()
+        or (
+            torch.is_grad_enabled()
+            and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        )
+    ):
+        y: torch.Tensor = op(*args)
+        return y
+    with _below_autograd():
+        y = op(*args)
+    return y
+
 
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor | None = None
@@ -88,8 +117,7 @@ def rms_norm(
         _checks.check_out("rms_norm", out, tuple(x.shape), x, weight)
         _rms_norm_out(x, weight, eps, out=out)
         return out
-    y: torch.Tensor = _rms_norm(x, weight, eps)
-    return y
+    return _dispatch(_rms_norm, x, weight, eps)
 
 
 def fused_linear(
@@ -113,8 +141,7 @@ def fused_linear(
         ``[..., out_features]`` in ``x``'s dtype.
     """
     _checks.check_fused_linear(x, weight, bias, activation)
-    out: torch.Tensor = _fused_linear(x, weight, bias, activation)
-    return out
+    return _dispatch(_fused_linear, x, weight, bias, activation)
 
 
 def silu_and_mul(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -133,8 +160,7 @@ def silu_and_mul(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.T
         _checks.check_out("silu_and_mul", out, _checks.silu_and_mul_shape(x), x)
         _silu_and_mul_out(x, out=out)
         return out
-    y: torch.Tensor = _silu_and_mul(x)
-    return y
+    return _dispatch(_silu_and_mul, x)
 
 
 def _installed_version() -> str | None:

@@ -76,6 +76,27 @@ def test_every_input_gets_its_gradient_and_no_warning(native_cpu_loaded: None) -
         assert t.grad is not None and torch.isfinite(t.grad).all()
 
 
+@pytest.mark.parametrize(("name", "fn", "inputs"), _cases(), ids=[c[0] for c in _cases()])
+def test_a_gradient_reaches_each_input_that_asks_and_no_call_without_one_records(  # type: ignore[no-untyped-def]
+    native_cpu_loaded: None, name: str, fn, inputs
+) -> None:
+    # Calls that cannot need a gradient skip the autograd kernel (ptkit_ops._dispatch): each
+    # input alone requiring grad must still get its gradient, and only it.
+    for asking in range(len(inputs)):
+        leaves = [t.detach().clone().requires_grad_(i == asking) for i, t in enumerate(inputs)]
+        y = fn(*leaves)
+        assert y.grad_fn is not None, (name, asking)
+        y.sum().backward()
+        for i, t in enumerate(leaves):
+            assert (t.grad is not None) == (i == asking), (name, asking, i)
+    plain = [t.detach() for t in inputs]
+    assert fn(*plain).grad_fn is None and not fn(*plain).requires_grad
+    with torch.no_grad():
+        assert not fn(*inputs).requires_grad
+    with torch.inference_mode():
+        assert not fn(*plain).requires_grad
+
+
 def test_bfloat16_gradients_match_float32_within_bfloat16_rounding(native_cpu_loaded: None) -> None:
     torch.manual_seed(1)
     x32, w32 = torch.randn(4, 64), torch.randn(64)
