@@ -39,7 +39,7 @@ import pytest
 import torch
 from support import child_python
 
-from ptkit.degradation.torch_guards import read_guards
+from ptkit.degradation.torch_guards import TorchGuards, read_guards
 from ptkit.runtime.compiling import compile_support
 
 TORCH_ROOT = Path(torch.__file__).parent
@@ -355,6 +355,58 @@ def test_a_check_ptkit_cannot_evaluate_is_named_and_left_to_torch(tmp_path: Path
     assert result.supported and result.checks_read is False
     assert "not evaluated: torch/_dynamo/eval_frame.py:" in result.reason
     assert "os.environ.get" in result.reason
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_conditions_are_quoted_as_ast_quotes_them(tmp_path: Path, newline: str) -> None:
+    # Conditions spanning lines, after non-ASCII text (ast's columns count UTF-8 bytes),
+    # with each line ending torch's source could have.
+    odd = patched_torch(
+        tmp_path,
+        {},
+        extra='    if sys.platform == "café" or (\n'
+        "        sys.version_info[:2] == (3, 9)  # « deux »\n"
+        "    ):\n"
+        '        raise RuntimeError("patched copy: « non »")\n'
+        '    if sys.platform.startswith("ζ"): raise RuntimeError("patched copy: ζ")\n',
+    )
+    relative = odd / "_dynamo/eval_frame.py"
+    text = relative.read_text().replace("\n", newline)
+    relative.write_bytes(text.encode())
+    tree = ast.parse(text)
+    expected = {
+        f"torch/_dynamo/eval_frame.py:{node.lineno}": " ".join(
+            (ast.get_source_segment(text, node.test) or "").split()
+        )
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "patched copy" in ast.dump(node.body[0])
+    }
+    guards = {g.source: g.condition for g in read_guards(odd).guards}
+    assert len(expected) == 2
+    assert {source: guards.get(source) for source in expected} == expected
+
+
+def test_the_guards_read_from_the_cut_out_definition_are_the_whole_files(tmp_path: Path) -> None:
+    # read_guards parses only the guard function's own lines (the whole of torch's
+    # __init__.py costs ~50 ms of the doctor's 300). A "def" line inside a string after
+    # the real one must not be taken for it: the whole file is parsed then.
+    decoy = tmp_path / "decoy"
+    (decoy / "_dynamo").mkdir(parents=True)
+    for relative in ("__init__.py", "_dynamo/eval_frame.py"):
+        text = (TORCH_ROOT / relative).read_text()
+        if relative == "_dynamo/eval_frame.py":
+            text += (
+                '\nNOTES = """\ndef check_if_dynamo_supported() -> None:\n'
+                '    if True:\n        raise RuntimeError("decoy: not torch\'s")\n"""\n'
+            )
+        (decoy / relative).write_text(text)
+    installed, decoyed = read_guards(TORCH_ROOT), read_guards(decoy)
+    assert installed.guards and not installed.missing and not installed.unreadable
+
+    def described(guards: TorchGuards) -> list[tuple[str, str, str]]:
+        return [(g.source, g.condition, g.message) for g in guards.guards]
+
+    assert described(decoyed) == described(installed)
 
 
 def test_inductors_cpu_prerequisites() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -123,11 +124,11 @@ def _read_guards(root: Path, _stamp: tuple[int, ...]) -> TorchGuards:
         if found is None:
             missing.append(f"{label}:{function}")
             continue
-        body, text, parameters = found
+        body, lines, parameters = found
         for test, message, line in _raising_branches(body):
             if any(isinstance(n, ast.Name) and n.id in parameters for n in ast.walk(test)):
                 continue  # a check of torch.compile's arguments, not of the environment
-            condition = ast.get_source_segment(text, test) or ast.dump(test)
+            condition = _source_segment(lines, test) or ast.dump(test)
             condition = " ".join(condition.split())
             source = f"{label}:{line}"
             try:
@@ -139,21 +140,67 @@ def _read_guards(root: Path, _stamp: tuple[int, ...]) -> TorchGuards:
     return TorchGuards(root, tuple(guards), tuple(unreadable), tuple(missing))
 
 
-def _function_body(path: Path, name: str) -> tuple[Sequence[ast.stmt], str, frozenset[str]] | None:
+def _function_body(
+    path: Path, name: str
+) -> tuple[Sequence[ast.stmt], list[bytes], frozenset[str]] | None:
     """The statements of the last top-level ``def name`` in ``path`` (``compile`` has
-    typing overloads before its definition), the file's text and the parameters' names."""
+    typing overloads before its definition), the file's lines and the parameters' names."""
     try:
-        text = read_regular_file(path, _MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
-        tree = ast.parse(text)
+        data = read_regular_file(path, _MAX_SOURCE_BYTES)
+        definition = _last_definition(data, name)
     except (OSError, SyntaxError, ValueError):
         return None
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
-    if not found:
+    if definition is None:
         return None
-    arguments = found[-1].args
+    arguments = definition.args
     every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
-    return found[-1].body, text, frozenset(a.arg for a in every)
+    return definition.body, _LINE.findall(data), frozenset(a.arg for a in every)
+
+
+# Where a top-level definition starts: the end of the one before it.
+_NEXT_DEFINITION = re.compile(rb"^(?:def |async def |class |@)", re.MULTILINE)
+
+
+def _last_definition(data: bytes, name: str) -> ast.FunctionDef | None:
+    """The last top-level ``def name`` in the source ``data``. Parsing all of torch's
+    ``__init__.py`` takes ~50 ms, the doctor's budget is 300 ms: so the definition is cut
+    out first, from its ``def`` line to the next top-level definition, and the whole file
+    is parsed only where that piece is not the function (a ``def`` line inside a string)."""
+    head = re.compile(rb"^def " + re.escape(name.encode()) + rb"\b", re.MULTILINE)
+    starts = [m.start() for m in head.finditer(data)]
+    if starts:
+        start = starts[-1]
+        following = _NEXT_DEFINITION.search(data, start + 1)
+        piece = data[start : following.start() if following else len(data)]
+        try:
+            body = ast.parse(piece.decode("utf-8", errors="replace")).body
+        except (SyntaxError, ValueError):
+            body = []
+        if body and isinstance(body[0], ast.FunctionDef) and body[0].name == name:
+            return ast.increment_lineno(body[0], data.count(b"\n", 0, start))
+    tree = ast.parse(data.decode("utf-8", errors="replace"))
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    return found[-1] if found else None
+
+
+# A line as the parser counts them (\r\n, \r or \n ends one); the columns of ast nodes
+# are byte offsets into it.
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def _source_segment(lines: Sequence[bytes], node: ast.expr) -> str | None:
+    """``node``'s source text: ast.get_source_segment's result, from lines split once
+    (that function splits the whole file in Python on every call: ~0.1 s for torch's
+    ``__init__.py``)."""
+    end_line, end_col = node.end_lineno, node.end_col_offset
+    if end_line is None or end_col is None or end_line > len(lines):
+        return None
+    first, last = node.lineno - 1, end_line - 1
+    if first == last:
+        return lines[first][node.col_offset : end_col].decode("utf-8", errors="replace")
+    pieces = [lines[first][node.col_offset :], *lines[first + 1 : last], lines[last][:end_col]]
+    return b"".join(pieces).decode("utf-8", errors="replace")
 
 
 def _raising_branches(body: Sequence[ast.stmt]) -> list[tuple[ast.expr, str, int]]:
