@@ -20,7 +20,7 @@ XDIST     := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # more (tests/conftest.py), then the slowest twenty.
 INTEGRATION_ARGS ?= -v --durations=20
 
-.PHONY: venv toolkit wheel install demo test unit integration lint bench clean
+.PHONY: venv toolkit wheel install demo test unit integration lint bench gemv-shapes clean
 
 # .venv alone (what the cpu variant, the unit tests and the linters need).
 venv:
@@ -73,6 +73,15 @@ lint: venv
 bench: install
 	cd build && ../$(PY) ../benchmarks/bench_cpu.py --out ../benchmarks/results
 	$(PY) benchmarks/bench_doctor.py --out benchmarks/results
+
+# The bf16 decode GEMV's launch-shape sweep (benchmarks/cuda_gemv_shapes.cu), built here with
+# the cu13 recipe's nvcc for sm_90; scripts/device-check runs it on the GPU machine.
+GEMV_SHAPES ?= build/cuda_gemv_shapes
+gemv-shapes:
+	@scripts/bootstrap --variant cu13
+	@mkdir -p $(dir $(GEMV_SHAPES))
+	$$(ls .toolchains/cu13/lib/python*/site-packages/nvidia/cu*/bin/nvcc | tail -n 1) -std=c++17 -O3 \
+		-arch=sm_90 -Icuda/include -Igpu/include -Icpp/include -o $(GEMV_SHAPES) benchmarks/cuda_gemv_shapes.cu
 
 clean:
 	rm -rf build dist

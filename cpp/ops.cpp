@@ -44,20 +44,10 @@ bool stream_output(const Tensor& y) {
   return y.numel() * static_cast<int64_t>(y.element_size()) >= kStreamOutputBytes;
 }
 
-// out= of the elementwise ops: a contiguous tensor of the result's shape, dtype and
-// device (ptkit_ops/_checks.py's check_out, which has already run for calls from Python).
+// out= of the elementwise ops: on the CPU, then op_support's layout rule.
 void check_out(const char* op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& sizes) {
   check_cpu(op, "out", out);
-  check_same_dtype(op, "out", out, x);
-  bool same = out.dim() == static_cast<int64_t>(sizes.size());
-  for (int64_t i = 0; same && i < out.dim(); ++i) same = out.size(i) == sizes[static_cast<size_t>(i)];
-  PTKIT_CHECK(same, "ptkit.", op, ": expected out of shape ", shape_of(sizes), ", got ", shape_of(out));
-  if (!out.is_contiguous()) {
-    std::vector<int64_t> strides;
-    for (int64_t i = 0; i < out.dim(); ++i) strides.push_back(out.stride(i));
-    fail("ptkit.", op, ": expected a contiguous out, got strides ", shape_of(strides),
-         ": pass out.contiguous() and copy back, or call without out=");
-  }
+  check_out_layout(op, out, x, sizes);
 }
 
 // y: contiguous, x's shape and dtype.

@@ -54,38 +54,75 @@ void check_launch(const char* op, const g::LaunchError& error) {
               error.message);
 }
 
-Tensor rms_norm(Tensor x, Tensor weight, double eps) {
-  const char* op = "rms_norm";
+// y: contiguous, x's shape and dtype; x and weight contiguous.
+void rms_norm_into(const char* op, const Tensor& x, const Tensor& weight, double eps, ptkit::DType dtype,
+                   Tensor& y) {
+  if (y.numel() == 0) return;
+  GpuContext ctx(x);
+  const g::RmsNormArgs args{x.const_data_ptr(), weight.const_data_ptr(), y.mutable_data_ptr(),
+                            leading_rows(x), x.size(-1), static_cast<float>(eps), dtype};
+  check_launch(op, g::launch_rms_norm(args, ctx.stream));
+}
+
+// The inputs' checks; returns x's dtype.
+ptkit::DType check_rms_norm_inputs(const char* op, const Tensor& x, const Tensor& weight, double eps) {
   check_device(op, "x", x, x);
   check_device(op, "weight", weight, x);
   const auto dtype = static_cast<ptkit::DType>(float_dtype_index(op, "x", x));
   check_same_dtype(op, "weight", weight, x);
   check_rms_norm(x, weight, eps);
+  return dtype;
+}
+
+Tensor rms_norm(Tensor x, Tensor weight, double eps) {
+  const char* op = "rms_norm";
+  const ptkit::DType dtype = check_rms_norm_inputs(op, x, weight, eps);
   x = as_contiguous(x);
-  weight = as_contiguous(weight);
-  const int64_t cols = x.size(-1);
-  Tensor y = new_empty(x, sizes_with_last(x, cols));
-  if (y.numel() == 0) return y;
-  GpuContext ctx(x);
-  const g::RmsNormArgs args{x.const_data_ptr(), weight.const_data_ptr(), y.mutable_data_ptr(),
-                            leading_rows(x), cols, static_cast<float>(eps), dtype};
-  check_launch(op, g::launch_rms_norm(args, ctx.stream));
+  Tensor y = new_empty(x, sizes_with_last(x, x.size(-1)));
+  rms_norm_into(op, x, as_contiguous(weight), eps, dtype, y);
   return y;
+}
+
+void rms_norm_out(Tensor x, Tensor weight, double eps, Tensor out) {
+  const char* op = "rms_norm";
+  const ptkit::DType dtype = check_rms_norm_inputs(op, x, weight, eps);
+  check_device(op, "out", out, x);
+  check_out_layout(op, out, x, sizes_with_last(x, x.size(-1)));
+  rms_norm_into(op, as_contiguous(x), as_contiguous(weight), eps, dtype, out);
+}
+
+// y: contiguous, x's leading shape and half its last dimension; x contiguous.
+void silu_and_mul_into(const char* op, const Tensor& x, ptkit::DType dtype, Tensor& y) {
+  if (y.numel() == 0) return;
+  GpuContext ctx(x);
+  const g::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), leading_rows(x), x.size(-1) / 2,
+                               dtype};
+  check_launch(op, g::launch_silu_and_mul(args, ctx.stream));
+}
+
+// The input's checks; returns x's dtype.
+ptkit::DType check_silu_and_mul_inputs(const char* op, const Tensor& x) {
+  check_device(op, "x", x, x);
+  const auto dtype = static_cast<ptkit::DType>(float_dtype_index(op, "x", x));
+  check_silu_and_mul(x);
+  return dtype;
 }
 
 Tensor silu_and_mul(Tensor x) {
   const char* op = "silu_and_mul";
-  check_device(op, "x", x, x);
-  const auto dtype = static_cast<ptkit::DType>(float_dtype_index(op, "x", x));
-  check_silu_and_mul(x);
+  const ptkit::DType dtype = check_silu_and_mul_inputs(op, x);
   x = as_contiguous(x);
-  const int64_t d = x.size(-1) / 2;
-  Tensor y = new_empty(x, sizes_with_last(x, d));
-  if (y.numel() == 0) return y;
-  GpuContext ctx(x);
-  const g::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), leading_rows(x), d, dtype};
-  check_launch(op, g::launch_silu_and_mul(args, ctx.stream));
+  Tensor y = new_empty(x, sizes_with_last(x, x.size(-1) / 2));
+  silu_and_mul_into(op, x, dtype, y);
   return y;
+}
+
+void silu_and_mul_out(Tensor x, Tensor out) {
+  const char* op = "silu_and_mul";
+  const ptkit::DType dtype = check_silu_and_mul_inputs(op, x);
+  check_device(op, "out", out, x);
+  check_out_layout(op, out, x, sizes_with_last(x, x.size(-1) / 2));
+  silu_and_mul_into(op, as_contiguous(x), dtype, out);
 }
 
 Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::string activation) {
@@ -135,4 +172,6 @@ STABLE_TORCH_LIBRARY_IMPL(ptkit, CUDA, m) {
   m.impl("rms_norm", TORCH_BOX(&rms_norm));
   m.impl("silu_and_mul", TORCH_BOX(&silu_and_mul));
   m.impl("fused_linear", TORCH_BOX(&fused_linear));
+  m.impl("rms_norm.out", TORCH_BOX(&rms_norm_out));
+  m.impl("silu_and_mul.out", TORCH_BOX(&silu_and_mul_out));
 }

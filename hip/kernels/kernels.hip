@@ -132,7 +132,9 @@ struct CompensatedSum {
   __device__ __forceinline__ void add(float v) {
     const float y = v - c;
     const float t = sum + y;
-    c = (t - sum) - y;
+    // Once the sum overflows it stays inf, as a plain sum does (inf - inf would make c,
+    // then the sum, NaN, and hide the overflow from the rescue that looks for inf).
+    c = isinf(t) ? 0.0f : (t - sum) - y;
     sum = t;
   }
 };

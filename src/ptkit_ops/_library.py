@@ -9,6 +9,8 @@ trace the ops without running them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -158,3 +160,29 @@ torch.library.register_fake(f"{NAMESPACE}::rms_norm.out", _rms_norm_out_fake, li
 torch.library.register_fake(f"{NAMESPACE}::silu_and_mul.out", _silu_and_mul_out_fake, lib=_LIBRARY)
 # One backward per op for every implementation (native or reference): _autograd.py.
 register_gradients(NAMESPACE, _LIBRARY)
+
+
+def _register_out_version_bumps() -> None:
+    """As torch's own out= ops do, the .out overloads bump the output's version counter, so
+    that a backward which saved that tensor before it was overwritten fails with torch's
+    "modified by an inplace operation" instead of using the new values. ADInplaceOrView is
+    the dispatch key that counts in-place writes (skipped in inference mode, traced as a
+    mutation by torch.compile); the call then goes on to the backend's kernel."""
+    after_view_keys = torch._C._after_ADInplaceOrView_keyset
+    for name in (n for n in SCHEMAS if n.endswith(".out")):
+        base, overload = name.split(".")
+        op: torch._ops.OpOverload = getattr(getattr(torch.ops.ptkit, base), overload)
+
+        def bump_then_redispatch(
+            keyset: torch._C.DispatchKeySet,
+            *args: Any,
+            _op: torch._ops.OpOverload = op,
+            **kwargs: Any,
+        ) -> Any:
+            torch.autograd.graph.increment_version(kwargs["out"])
+            return _op.redispatch(keyset & after_view_keys, *args, **kwargs)
+
+        _LIBRARY.impl(name, bump_then_redispatch, "ADInplaceOrView", with_keyset=True)
+
+
+_register_out_version_bumps()

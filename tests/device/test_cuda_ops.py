@@ -103,6 +103,67 @@ def test_fused_linear_cuda(shape, activation, dtype) -> None:
         assert_matches(out, ref, dtype, bound=bound)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
+@pytest.mark.parametrize("shape", [(0, 8), (3, 66), (2, 5, 4098), (7, 8194), (4096, 8192)], ids=str)
+def test_out_on_cuda_writes_what_the_op_returns(shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    """The CUDA library serves out= itself (not the reference copying in): the result is
+    the one the op returns, bit for bit, in the tensor given."""
+    routes = {(r.op, r.device_type): r for r in ptkit.runtime.explain("ptkit_ops")}
+    for op in ("rms_norm.out", "silu_and_mul.out"):
+        route = routes[(op, "cuda")]
+        assert (route.implementation, route.library) == ("native", "libptkit_cuda.so"), route
+    x = _randn(*shape, dtype=dtype, scale=3.0)
+    out = torch.full((*shape[:-1], shape[-1] // 2), math.nan, dtype=dtype, device="cuda")
+    assert ptkit_ops.silu_and_mul(x, out=out) is out
+    assert torch.equal(out, ptkit_ops.silu_and_mul(x))
+    w = _randn(shape[-1], dtype=dtype)
+    out = torch.full(shape, math.nan, dtype=dtype, device="cuda")
+    assert ptkit_ops.rms_norm(x, w, 1e-5, out=out) is out
+    assert torch.equal(out, ptkit_ops.rms_norm(x, w, 1e-5))
+
+
+# out= mistakes on CUDA: (op, make (positional args, out), message), the CPU's messages
+# (tests/integration/test_errors.py) plus an out on another device.
+OUT_MISTAKES = [
+    (
+        "rms_norm",
+        lambda: ((_randn(2, 8, dtype=torch.float32), _randn(8, dtype=torch.float32), 1e-6),
+                 torch.empty(2, 7, device="cuda")),
+        r"ptkit\.rms_norm: expected out of shape \[2, 8\], got \[2, 7\]",
+    ),
+    (
+        "rms_norm",
+        lambda: ((_randn(2, 8, dtype=torch.float32), _randn(8, dtype=torch.float32), 1e-6),
+                 torch.empty(2, 8, dtype=torch.float16, device="cuda")),
+        r"ptkit\.rms_norm: expected out of dtype float32 \(the dtype of x\), got float16",
+    ),
+    (
+        "silu_and_mul",
+        lambda: ((_randn(4, 6, dtype=torch.float32),), torch.empty(3, 4, device="cuda").t()),
+        r"ptkit\.silu_and_mul: expected a contiguous out, got strides \[1, 4\]: pass "
+        r"out\.contiguous\(\) and copy back, or call without out=",
+    ),
+    (
+        "silu_and_mul",
+        lambda: ((_randn(4, 6, dtype=torch.float32),), torch.empty(4, 3)),
+        r"ptkit\.silu_and_mul: expected out on .*",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("op", "make", "message"), OUT_MISTAKES, ids=lambda c: c if isinstance(c, str) else ""
+)
+def test_out_mistakes_on_cuda_are_the_same_errors(op: str, make, message: str) -> None:  # type: ignore[no-untyped-def]
+    """Through the public function: ptkit's argument error; through torch.ops directly
+    (the CUDA library's own check): a RuntimeError; both with the message."""
+    args, out = make()
+    with pytest.raises(ptkit_ops.OpArgumentError, match=message):
+        getattr(ptkit_ops, op)(*args, out=out)
+    with pytest.raises(RuntimeError, match=message):
+        getattr(torch.ops.ptkit, op).out(*args, out=out)
+
+
 def test_bad_input_on_cuda_is_an_exception_not_a_crash() -> None:
     with pytest.raises(
         (RuntimeError, ValueError), match=r"ptkit\.rms_norm: expected weight of shape \[8\]"

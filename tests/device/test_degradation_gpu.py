@@ -15,7 +15,7 @@ def _add_scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def test_cuda_graph_capture_and_replay() -> None:
     x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
-    captured = ptkit.runtime.graphs.capture(_add_scaled, x, y)
+    captured = ptkit.graphs.capture(_add_scaled, x, y)
     assert captured.mode == "cuda_graph", captured.reason
     a, b = torch.randn_like(x), torch.randn_like(y)
     out = captured.replay(a, b)
@@ -27,7 +27,7 @@ def test_cuda_graph_capture_and_replay() -> None:
 def test_cuda_graph_of_a_ptkit_op() -> None:
     x = torch.randn(4, 1, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
-    captured = ptkit.runtime.graphs.capture(lambda t: ptkit_ops.rms_norm(t, w), x)
+    captured = ptkit.graphs.capture(lambda t: ptkit_ops.rms_norm(t, w), x)
     assert captured.mode == "cuda_graph", captured.reason
     z = torch.randn_like(x)
     torch.testing.assert_close(captured.replay(z), ptkit_ops.rms_norm(z, w))

@@ -298,6 +298,31 @@ def test_outputs_of_16_mib_stream_and_match(dtype: torch.dtype) -> None:
         assert_matches(streamed, reference, dtype, bound=bound)
 
 
+def test_out_bumps_the_version_so_a_backward_that_saved_it_is_refused() -> None:
+    """As torch's out= ops: writing into a tensor that a graph saved for its backward makes
+    that backward fail with torch's in-place error, not compute with the new values;
+    through the public functions and through torch.ops directly."""
+    x, w = torch.randn(2, 8), torch.randn(8)
+    calls = [
+        lambda h: ptkit_ops.rms_norm(x, w, out=h),
+        lambda h: torch.ops.ptkit.rms_norm.out(x, w, 1e-6, out=h),
+        lambda h: ptkit_ops.silu_and_mul(torch.randn(2, 16), out=h),
+        lambda h: torch.ops.ptkit.silu_and_mul.out(torch.randn(2, 16), out=h),
+    ]
+    for write in calls:
+        z = torch.randn(2, 8, requires_grad=True)
+        saved = torch.randn(2, 8)
+        loss = (z * saved).sum()  # its backward needs `saved`
+        version = saved._version
+        write(saved)
+        assert saved._version == version + 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+    with torch.inference_mode():  # no version counters there: the call still runs
+        out = torch.empty(2, 8)
+        assert torch.equal(ptkit_ops.rms_norm(x, w, out=out), ptkit_ops.rms_norm(x, w))
+
+
 def test_out_takes_no_part_in_autograd() -> None:
     x = torch.randn(2, 8, requires_grad=True)
     with pytest.raises(ptkit_ops.OpArgumentError, match=r"out= takes no part in autograd, but x"):

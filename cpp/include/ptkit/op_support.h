@@ -193,6 +193,22 @@ inline void check_silu_and_mul(const Tensor& x) {
               "ptkit.silu_and_mul: expected an even last dimension (gate and up halves), got ", x.size(-1));
 }
 
+// out= of the elementwise ops, after the backend has checked its device: x's dtype,
+// the result's shape, contiguous (ptkit_ops/_checks.py's check_out, which has already run
+// for calls from Python).
+inline void check_out_layout(const char* op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& sizes) {
+  check_same_dtype(op, "out", out, x);
+  bool same = out.dim() == static_cast<int64_t>(sizes.size());
+  for (int64_t i = 0; same && i < out.dim(); ++i) same = out.size(i) == sizes[static_cast<size_t>(i)];
+  PTKIT_CHECK(same, "ptkit.", op, ": expected out of shape ", shape_of(sizes), ", got ", shape_of(out));
+  if (!out.is_contiguous()) {
+    std::vector<int64_t> strides;
+    for (int64_t i = 0; i < out.dim(); ++i) strides.push_back(out.stride(i));
+    fail("ptkit.", op, ": expected a contiguous out, got strides ", shape_of(strides),
+         ": pass out.contiguous() and copy back, or call without out=");
+  }
+}
+
 inline void check_fused_linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   check_at_least_1d("fused_linear", x);
   const int64_t k = x.size(-1);
