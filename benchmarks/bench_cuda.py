@@ -49,8 +49,22 @@ CALLS = 20
 Call = Callable[[], object]
 
 
-def _events() -> tuple[torch.cuda.Event, torch.cuda.Event]:
-    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+def per_call(run_round: Call, calls: int, reps: int) -> float:
+    """Seconds per call: the median over ``reps`` CUDA-event-timed rounds of ``calls`` calls."""
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run_round()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / calls)
+    return statistics.median(times)
+
+
+def run_all(calls: Sequence[Call]) -> None:
+    for call in calls:
+        call()
 
 
 def device_time(calls: Sequence[Call], reps: int) -> float:
@@ -59,43 +73,24 @@ def device_time(calls: Sequence[Call], reps: int) -> float:
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for call in calls:
-            call()
+        run_all(calls)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for call in calls:
-            call()
+        run_all(calls)
     for _ in range(3):
         graph.replay()
-    times = []
-    for _ in range(reps):
-        start, end = _events()
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / len(calls))
+    t = per_call(graph.replay, len(calls), reps)
     del graph
     torch.cuda.empty_cache()
-    return statistics.median(times)
+    return t
 
 
 def eager_time(calls: Sequence[Call], reps: int) -> float:
     """Seconds per call of ``calls`` launched from Python, back to back."""
-    for call in calls:
-        call()
+    run_all(calls)
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = _events()
-        start.record()
-        for call in calls:
-            call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / len(calls))
-    return statistics.median(times)
+    return per_call(functools.partial(run_all, calls), len(calls), reps)
 
 
 def copies_beyond_l2(nbytes: int) -> int:
@@ -161,7 +156,7 @@ def main() -> None:
             nbytes = (n * k + batch * k + batch * n) * size
             shape = f"[{batch},1,{k}] x [{n},{k}]"
 
-            def weights(batch=batch, dtype=dtype):  # type: ignore[no-untyped-def]
+            def gemv_inputs(batch=batch, dtype=dtype):  # type: ignore[no-untyped-def]
                 return (
                     torch.randn(batch, 1, k, device="cuda", dtype=dtype),
                     torch.randn(n, k, device="cuda", dtype=dtype) / k**0.5,
@@ -171,14 +166,14 @@ def main() -> None:
             rows.append(measure(
                 "fused_linear gemv", shape, name,
                 lambda x, w, b: ptkit_ops.fused_linear(x, w), lambda x, w, b: F.linear(x, w),
-                weights, nbytes, reps, bw,
+                gemv_inputs, nbytes, reps, bw,
             ))  # fmt: skip
             if dtype == torch.bfloat16:
                 rows.append(measure(
                     "fused_linear gemv+bias+silu", shape, name,
                     lambda x, w, b: ptkit_ops.fused_linear(x, w, b, "silu"),
                     lambda x, w, b: F.silu(F.linear(x, w, b)),
-                    weights, nbytes, reps, bw,
+                    gemv_inputs, nbytes, reps, bw,
                 ))  # fmt: skip
     hidden = 8192
     bf16 = torch.bfloat16

@@ -343,3 +343,26 @@ def cpu_lacks(level: str) -> tuple[str, ...]:
 
     cpu = this_cpu()
     return missing_cpu_flags(required_isa(level, cpu.processor), cpu.features or ())
+
+
+# out= mistakes: (op, make (positional args, out), message); the op's .out overload is
+# what torch.ops.ptkit.<op>.out calls directly. CPU tensors: tests/integration/test_errors.py
+# runs them as they are, tests/device/test_cuda_ops.py moves them to the GPU.
+OUT_CASES = [
+    (
+        "rms_norm",
+        lambda: ((torch.randn(2, 8), torch.randn(8), 1e-6), torch.empty(2, 7)),
+        r"ptkit\.rms_norm: expected out of shape \[2, 8\], got \[2, 7\]",
+    ),
+    (
+        "rms_norm",
+        lambda: ((torch.randn(2, 8), torch.randn(8), 1e-6), torch.empty(2, 8, dtype=torch.float16)),
+        r"ptkit\.rms_norm: expected out of dtype float32 \(the dtype of x\), got float16",
+    ),
+    (
+        "silu_and_mul",
+        lambda: ((torch.randn(4, 6),), torch.empty(3, 4).t()),
+        r"ptkit\.silu_and_mul: expected a contiguous out, got strides \[1, 4\]: pass "
+        r"out\.contiguous\(\) and copy back, or call without out=",
+    ),
+]

@@ -66,10 +66,9 @@ _silu_and_mul = torch.ops.ptkit.silu_and_mul.default
 _rms_norm_out = torch.ops.ptkit.rms_norm.out
 _silu_and_mul_out = torch.ops.ptkit.silu_and_mul.out
 
-# Bound once too: the guards the fast paths of _dispatch and _dispatch_out enter (absent
-# from a future torch, the dispatcher's path is kept).
+# Bound once too: the guard the fast path of _dispatch enters (absent from a future torch,
+# the dispatcher's path is kept).
 _below_autograd = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
-_below_inplace_or_view = getattr(torch._C, "_AutoDispatchBelowADInplaceOrView", None)
 
 
 def _dispatch(op: Any, *args: Any) -> torch.Tensor:
@@ -96,19 +95,6 @@ def _dispatch(op: Any, *args: Any) -> torch.Tensor:
     return y
 
 
-def _dispatch_out(op: Any, *args: Any, out: torch.Tensor) -> None:
-    """``op(*args, out=out)`` for an ``.out`` overload, whose checks have refused inputs
-    that require grad: past autograd and past the overload's version-bump kernel
-    (_library.py: a Python kernel, ~3 us a call), bumping ``out``'s version here instead.
-    Traced calls keep the dispatcher's path."""
-    if _below_inplace_or_view is None or torch.compiler.is_compiling():
-        op(*args, out=out)
-        return
-    with _below_inplace_or_view():
-        op(*args, out=out)
-    torch.autograd.graph.increment_version(out)
-
-
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -129,7 +115,7 @@ def rms_norm(
     _checks.check_rms_norm(x, weight, eps)
     if out is not None:
         _checks.check_out("rms_norm", out, tuple(x.shape), x, weight)
-        _dispatch_out(_rms_norm_out, x, weight, eps, out=out)
+        _rms_norm_out(x, weight, eps, out=out)
         return out
     return _dispatch(_rms_norm, x, weight, eps)
 
@@ -172,7 +158,7 @@ def silu_and_mul(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.T
     _checks.check_silu_and_mul(x)
     if out is not None:
         _checks.check_out("silu_and_mul", out, _checks.silu_and_mul_shape(x), x)
-        _dispatch_out(_silu_and_mul_out, x, out=out)
+        _silu_and_mul_out(x, out=out)
         return out
     return _dispatch(_silu_and_mul, x)
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from support import (
     DTYPES,
+    OUT_CASES,
     assert_matches,
     linear_error_bound,
     rms_norm_error_bound,
@@ -122,33 +123,25 @@ def test_out_on_cuda_writes_what_the_op_returns(shape: tuple[int, ...], dtype: t
     assert torch.equal(out, ptkit_ops.rms_norm(x, w, 1e-5))
 
 
-# out= mistakes on CUDA: (op, make (positional args, out), message), the CPU's messages
-# (tests/integration/test_errors.py) plus an out on another device.
+def _on_cuda(make):  # type: ignore[no-untyped-def]
+    """A support.OUT_CASES maker with its tensors moved to the GPU (strides kept)."""
+
+    def moved():  # type: ignore[no-untyped-def]
+        args, out = make()
+        return tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args), out.cuda()
+
+    return moved
+
+
+# out= mistakes on CUDA: the CPU's (support.OUT_CASES), plus an out on another device.
 OUT_MISTAKES = [
-    (
-        "rms_norm",
-        lambda: ((_randn(2, 8, dtype=torch.float32), _randn(8, dtype=torch.float32), 1e-6),
-                 torch.empty(2, 7, device="cuda")),
-        r"ptkit\.rms_norm: expected out of shape \[2, 8\], got \[2, 7\]",
-    ),
-    (
-        "rms_norm",
-        lambda: ((_randn(2, 8, dtype=torch.float32), _randn(8, dtype=torch.float32), 1e-6),
-                 torch.empty(2, 8, dtype=torch.float16, device="cuda")),
-        r"ptkit\.rms_norm: expected out of dtype float32 \(the dtype of x\), got float16",
-    ),
-    (
-        "silu_and_mul",
-        lambda: ((_randn(4, 6, dtype=torch.float32),), torch.empty(3, 4, device="cuda").t()),
-        r"ptkit\.silu_and_mul: expected a contiguous out, got strides \[1, 4\]: pass "
-        r"out\.contiguous\(\) and copy back, or call without out=",
-    ),
+    *((op, _on_cuda(make), message) for op, make, message in OUT_CASES),
     (
         "silu_and_mul",
         lambda: ((_randn(4, 6, dtype=torch.float32),), torch.empty(4, 3)),
         r"ptkit\.silu_and_mul: expected out on .*",
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(

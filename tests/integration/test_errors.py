@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import child_python, python_env
+from support import OUT_CASES, child_python, python_env
 
 import ptkit_ops
 
@@ -89,28 +89,6 @@ CASES = [
         lambda: (torch.randn(2, 8), torch.randn(4, 8), None, "sillu"),
         r"ptkit\.fused_linear: expected activation to be one of none, relu, gelu, gelu_tanh, "
         r"silu, got 'sillu' \(did you mean 'silu'\?\)",
-    ),
-]
-
-
-# out= mistakes: (op, make (positional args, out), message); the op's .out overload is
-# what torch.ops.ptkit.<op>.out calls directly.
-OUT_CASES = [
-    (
-        "rms_norm",
-        lambda: ((torch.randn(2, 8), torch.randn(8), 1e-6), torch.empty(2, 7)),
-        r"ptkit\.rms_norm: expected out of shape \[2, 8\], got \[2, 7\]",
-    ),
-    (
-        "rms_norm",
-        lambda: ((torch.randn(2, 8), torch.randn(8), 1e-6), torch.empty(2, 8, dtype=torch.float16)),
-        r"ptkit\.rms_norm: expected out of dtype float32 \(the dtype of x\), got float16",
-    ),
-    (
-        "silu_and_mul",
-        lambda: ((torch.randn(4, 6),), torch.empty(3, 4).t()),
-        r"ptkit\.silu_and_mul: expected a contiguous out, got strides \[1, 4\]: pass "
-        r"out\.contiguous\(\) and copy back, or call without out=",
     ),
 ]
 

@@ -156,16 +156,17 @@ PTKIT_INLINE f32x8 select(i32x8 mask, f32x8 a, f32x8 b) {
 }
 PTKIT_INLINE i32x8 select_i(i32x8 mask, i32x8 a, i32x8 b) { return as_i(select(mask, as_f(a), as_f(b))); }
 
-// All ones in the NaN lanes: one unordered compare with AVX; elsewhere |bits| above
-// infinity's, by the sign of a difference (arithmetic every ISA has packed, where GCC
-// computes a compare-and-select of these 8-lane vectors one lane at a time on x86-64's
-// baseline, SSE2).
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
 // All ones in the lanes where a or b (or both) is NaN.
 PTKIT_INLINE i32x8 either_nan(f32x8 a, f32x8 b) {
   return bit_cast<i32x8>(_mm256_cmp_ps(bit_cast<__m256>(a), bit_cast<__m256>(b), _CMP_UNORD_Q));
 }
 #endif
+
+// All ones in the NaN lanes: one unordered compare with AVX; elsewhere |bits| above
+// infinity's, by the sign of a difference (arithmetic every ISA has packed, where GCC
+// computes a compare-and-select of these 8-lane vectors one lane at a time on x86-64's
+// baseline, SSE2).
 PTKIT_INLINE i32x8 is_nan(f32x8 v) {
 #if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
   return either_nan(v, v);
