@@ -687,7 +687,8 @@ __device__ __forceinline__ void load_mma_step(MmaFragments<NT, U>& f, const T* c
 
 // Largest block of the tensor-core kernel: 64-feature blocks take ~170 registers
 // per thread (two steps of fragments in flight, 32 accumulators), so at most 8
-// warps; the narrower ones fit in 128 registers with 16 warps.
+// warps; the narrower ones fit in 128 registers with 16 warps. (The launcher uses
+// the 8- and 16-feature ones; benchmarks/cuda_gemv_shapes.cu sweeps them all.)
 template <int NT>
 constexpr int kMmaMaxThreads = NT >= 8 ? 256 : 512;
 
@@ -1085,14 +1086,18 @@ cudaError_t bias_activation_dispatch(const LinearArgs& a, const DeviceInfo& dev,
 // gemv ----------------------------------------------------------------------------
 //
 // Launch shape: for each candidate kernel (output features per block) and warp
-// count, a model of the time: blocks run in waves of (SMs x resident blocks per
-// SM); a wave moves its weight bytes at full bandwidth if it keeps enough bytes in
-// flight (kInflightPerSm per SM, ~ bandwidth x latency), proportionally slower if
-// not; each block also re-reads x (m rows) from L2, counted at a quarter of the
-// cost of weight rows. The cheapest wins; ties go to the earlier candidate (more
-// features per block: less x traffic) and to more warps.
+// count, a model of the time, in weight rows read at full bandwidth: blocks run in
+// waves of (SMs x resident blocks per SM); a wave moves its weight bytes at full
+// bandwidth if it keeps enough bytes in flight (kInflightPerSm per SM, ~ bandwidth
+// x latency), proportionally slower if not, and also pays kWaveFill of a latency's
+// worth of bytes once (its blocks' first loads wait, its last ones drain); each
+// block also re-reads x (m rows) from L2, counted at a quarter of the cost of weight
+// rows. The cheapest wins; ties go to the earlier candidate (more features per
+// block: less x traffic) and to more warps. Fitted on an H200 (one wave of 4-warp
+// blocks beat four waves of 16-warp ones by 10 %: benchmarks/cuda_gemv_shapes.cu).
 
-constexpr double kInflightPerSm = 48.0 * 1024.0;
+constexpr double kInflightPerSm = 64.0 * 1024.0;
+constexpr double kWaveFill = 0.75;
 constexpr double kXRowCost = 0.25;
 
 struct GemvCandidate {
@@ -1108,6 +1113,8 @@ struct GemvCandidate {
 
 struct GemvChoice {
   int index = -1;
+  int rows_per_block = 0;  // the chosen candidate's
+  int64_t k_per_step = 0;
   int warps = 1;
   size_t smem = 0;
   int64_t blocks = 1;
@@ -1121,6 +1128,8 @@ cudaError_t choose_gemv(const GemvCandidate* cands, int count, const LinearArgs&
     const GemvCandidate& c = cands[i];
     const int64_t steps = ceil_div(a.k, c.k_per_step);
     const int64_t nblocks = ceil_div(a.n, c.rows_per_block);
+    const double row_bytes = c.bytes_per_step / (c.rows_per_block * c.k_per_step) * static_cast<double>(a.k);
+    const double fill_rows = kWaveFill * target / row_bytes;
     for (int warps = c.max_warps; warps >= 1; warps /= 2) {
       if (warps > 1 && warps / 2 >= steps) continue;  // at least half the warps get work
       const size_t smem = c.smem_per_warp * warps;
@@ -1139,11 +1148,15 @@ cudaError_t choose_gemv(const GemvCandidate* cands, int count, const LinearArgs&
       };
       const int64_t full_waves = nblocks / wave;
       const int64_t last = nblocks % wave;
+      const int64_t waves = full_waves + (last > 0 ? 1 : 0);
       double cost = static_cast<double>(full_waves) * wave_cost(wave) + (last > 0 ? wave_cost(last) : 0.0);
+      cost += fill_rows * static_cast<double>(waves);
       cost += kXRowCost * static_cast<double>(nblocks) * static_cast<double>(a.m);
       if (choice->index < 0 || cost < best * 0.97) {
         best = cost;
         choice->index = i;
+        choice->rows_per_block = c.rows_per_block;
+        choice->k_per_step = c.k_per_step;
         choice->warps = warps;
         choice->smem = smem;
         choice->blocks = nblocks;
@@ -1159,10 +1172,13 @@ unsigned grid_x(int64_t blocks) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, kMaxGridX)));
 }
 
-// Tensor-core path: candidates with 64, 32, 16 and 8 features per block, U 32-wide
-// k tiles per step: 1-4 KiB of w per warp step, two steps in flight.
+// Tensor-core path: candidates with 16 and 8 features per block, U 32-wide k tiles
+// per step (2 KiB of w per warp step), two steps in flight. On an H200 the wider
+// blocks (32 and 64 features) were slower at m = 1, 4 and 16 in every shape the
+// launcher could give them (best 37.0-40.7 against 36.2-36.9 us for 128 MiB,
+// benchmarks/cuda_gemv_shapes.cu).
 template <int NT>
-constexpr int kMmaU = NT >= 4 ? 1 : 2;
+constexpr int kMmaU = NT >= 4 ? 1 : 4 / NT;
 
 template <class T, int NT, bool kHi>
 cudaError_t launch_gemv_mma(const LinearArgs& a, const GemvChoice& c, const DeviceInfo& dev, cudaStream_t stream) {
@@ -1186,23 +1202,19 @@ GemvCandidate mma_candidate() {
           static_cast<size_t>(kRows) * (8 * NT + 8) * sizeof(float)};
 }
 
+// The tensor-core launcher's choice (index 0: 16 features per block, 1: 8).
+template <class T, bool kHi>
+cudaError_t choose_tensor_core_gemv(const LinearArgs& a, const DeviceInfo& dev, GemvChoice* c) {
+  const GemvCandidate cands[] = {mma_candidate<T, 2, kHi>(), mma_candidate<T, 1, kHi>()};
+  return choose_gemv(cands, 2, a, dev, c);
+}
+
 template <class T, bool kHi>
 cudaError_t gemv_tensor_cores(const LinearArgs& a, const DeviceInfo& dev, cudaStream_t stream) {
-  const GemvCandidate cands[] = {mma_candidate<T, 8, kHi>(), mma_candidate<T, 4, kHi>(),
-                                 mma_candidate<T, 2, kHi>(), mma_candidate<T, 1, kHi>()};
   GemvChoice c;
-  const cudaError_t err = choose_gemv(cands, 4, a, dev, &c);
+  const cudaError_t err = choose_tensor_core_gemv<T, kHi>(a, dev, &c);
   if (err != cudaSuccess) return err;
-  switch (c.index) {
-    case 0:
-      return launch_gemv_mma<T, 8, kHi>(a, c, dev, stream);
-    case 1:
-      return launch_gemv_mma<T, 4, kHi>(a, c, dev, stream);
-    case 2:
-      return launch_gemv_mma<T, 2, kHi>(a, c, dev, stream);
-    default:
-      return launch_gemv_mma<T, 1, kHi>(a, c, dev, stream);
-  }
+  return c.index == 0 ? launch_gemv_mma<T, 2, kHi>(a, c, dev, stream) : launch_gemv_mma<T, 1, kHi>(a, c, dev, stream);
 }
 
 // CUDA-core path: MB >= m rows, NR features per block (more when there are few
