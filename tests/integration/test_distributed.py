@@ -12,6 +12,8 @@ import json
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +221,70 @@ def test_when_every_backend_fails_the_error_lists_each() -> None:
         assert error.startswith("RuntimeError: ptkit.distributed.init_process_group: "), error
         assert "no backend initialised (nccl: failed: 2 of 2 ranks failed" in error
         assert out["initialized"] is False
+
+
+class _LoggedStore:
+    """A real in-process store (torch's HashStore) shared by two threads, logging when
+    each store operation starts; the slow rank's operations start 50 ms late, which
+    opens the window the race of issue 20's CI run needed (rank 0, the TCPStore's
+    host, returned and exited while rank 1 still had a wait in flight)."""
+
+    def __init__(self, inner: Any, rank: int, log: list[str], lock: Any, slow: bool) -> None:
+        self._inner, self._rank, self._log, self._lock, self._slow = inner, rank, log, lock, slow
+
+    def _start(self, op: str) -> None:
+        if self._slow:
+            time.sleep(0.05)
+        with self._lock:
+            self._log.append(f"{self._rank}:{op}")
+
+    def add(self, key: str, value: int) -> int:
+        self._start("add")
+        return int(self._inner.add(key, value))
+
+    def set(self, key: str, value: str) -> None:
+        self._start("set")
+        self._inner.set(key, value)
+
+    def get(self, key: str) -> bytes:
+        self._start("get")
+        return bytes(self._inner.get(key))
+
+    def wait(self, keys: list[str], timeout: Any) -> None:
+        self._start("wait")
+        self._inner.wait(keys, timeout)
+
+
+@pytest.mark.parametrize("failing_ranks", [(), (0,), (1,), (0, 1)])
+def test_rank_0_leaves_the_agreement_after_every_other_ranks_last_store_call(
+    failing_ranks: tuple[int, ...],
+) -> None:
+    import datetime
+
+    import ptkit.runtime.distributed as pd
+
+    hash_store = torch.distributed.HashStore()
+    log: list[str] = []
+    lock = threading.Lock()
+    results: dict[int, str | None] = {}
+
+    def rank(r: int) -> None:
+        store = _LoggedStore(hash_store, r, log, lock, slow=r == 1)
+        rdv = pd._Rendezvous(store, r, 2, datetime.timedelta(seconds=10))  # type: ignore[arg-type]
+        results[r] = pd._agree(rdv, "p", "boom" if r in failing_ranks else None)
+        with lock:
+            log.append(f"{r}:returned")
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), log
+    returned = log.index("0:returned")
+    assert [e for e in log[returned:] if e.startswith("1:") and e != "1:returned"] == [], log
+    if failing_ranks:
+        assert results[0] is not None and results[1] is not None
+        assert results[0].startswith(f"{len(failing_ranks)} of 2 ranks failed; rank ")
+    else:
+        assert results == {0: None, 1: None}

@@ -253,9 +253,10 @@ def _agree(rdv: _Rendezvous, prefix: str, error: str | None) -> str | None:
     """Every rank reports its attempt; returns None when all succeeded, else one
     failure (this rank's own if it failed), the same decision on every rank.
 
-    O(1) store operations per rank: a failure counter, the failures' messages by
-    arrival number, an arrival counter whose last increment releases everyone, and a
-    read counter so that no rank leaves (and takes the store with it) too early."""
+    O(1) store operations per rank (rank 0: one wait on world_size - 1 keys): a
+    failure counter, the failures' messages by arrival number, an arrival counter
+    whose last increment releases everyone, and a "read" key per rank so that rank 0
+    leaves last (see _release_host)."""
     store = rdv.store
     if error is not None:
         index = store.add(f"{prefix}/failures", 1)
@@ -267,16 +268,30 @@ def _agree(rdv: _Rendezvous, prefix: str, error: str | None) -> str | None:
     shown = None
     if failures and error is None:
         shown = store.get(f"{prefix}/failure/1").decode(errors="replace")
-    # Nobody leaves before everyone has read: the store lives in one rank's process
-    # (rank 0's TCPStore), which may exit right after (when every backend failed).
-    if store.add(f"{prefix}/read", 1) == rdv.world_size:
-        store.set(f"{prefix}/all_read", "1")
-    store.wait([f"{prefix}/all_read"], rdv.timeout)
+    _release_host(rdv, f"{prefix}/read")
     if failures == 0:
         return None
     if error is not None:
         shown = f"rank {rdv.rank}: {error}"
     return f"{failures} of {rdv.world_size} ranks failed; {shown}"
+
+
+def _release_host(rdv: _Rendezvous, prefix: str) -> None:
+    """Rank 0 leaves only after every other rank has done its last store operation.
+
+    torch's rendezvous (env://, tcp://) runs the TCPStore server in rank 0's process,
+    which may exit right after this call (when every backend failed); a rank still
+    talking to the store then gets "Connection was likely closed". So each other rank
+    ends with a set (the TCPStore client sends it and reads no reply) and goes, and
+    rank 0 waits for all of those sets. A shared "everyone has read" key that every
+    rank waits on is not enough: the rank whose set releases rank 0 still has its own
+    wait in flight when rank 0's process goes."""
+    if rdv.rank != 0:
+        rdv.store.set(f"{prefix}/{rdv.rank}", "1")
+        return
+    others = [f"{prefix}/{rank}" for rank in range(1, rdv.world_size)]
+    if others:
+        rdv.store.wait(others, rdv.timeout)
 
 
 def _attempt(
