@@ -109,9 +109,14 @@ void rms_norm_rows(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
       }
       continue;
     }
+    // While this row is scaled from the cache, the next one is fetched for pass 1 (the
+    // hardware prefetcher does not cross into it early enough): bf16 rows of 4096 from
+    // memory 27 % faster, fp32 12 %, on one core of AMD's Zen 1.
+    const T* next = r + 1 < row_end ? x + a.x_row_stride : nullptr;
     const f32x8 vinv = simd::splat(inv);
     int64_t c = 0;
     for (; c < c16; c += 2 * kWidth) {
+      if (next != nullptr) simd::prefetch(next + c);
       f32x8 x0, x1, w0, w1;
       E::load2(x + c, x0, x1);
       E::load2(w + c, w0, w1);
@@ -153,21 +158,62 @@ void rms_norm(const RmsNormArgs& a, int64_t row_begin, int64_t row_end) {
 // ---------------------------------------------------------------------------
 // silu_and_mul
 
+// silu of every value of a 16-bit type E, indexed by its bits. bf16 and fp16 gates are
+// looked up (8 loads) rather than computed (exp and a division): the same results, as a
+// value's silu does not depend on its neighbours (simd::silu), and in cache 2.8 times as
+// fast at x86-64-v3 on AMD's Zen 1. 256 KiB, built on first use (65536 silu, ~0.1 ms);
+// the gates of a model's activations touch a small part of it.
+template <class E>
+const float* silu_table() {
+  static_assert(sizeof(typename E::T) == 2);
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    typename E::T bits[kWidth];
+    for (uint32_t i = 0; i < t.size(); i += kWidth) {
+      for (int k = 0; k < kWidth; ++k) bits[k] = static_cast<typename E::T>(i + k);
+      simd::store_f32(t.data() + i, simd::silu(E::load(bits)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+// silu of 8 / 16 gates, in E::load's / E::load2's order.
+template <class E>
+PTKIT_INLINE f32x8 silu_of(const float* table, const typename E::T* g) {
+  if constexpr (sizeof(typename E::T) == 2) {
+    return E::lookup(table, g);
+  } else {
+    return simd::silu(E::load(g));
+  }
+}
+template <class E>
+PTKIT_INLINE void silu_of2(const float* table, const typename E::T* g, f32x8& a, f32x8& b) {
+  if constexpr (sizeof(typename E::T) == 2) {
+    E::lookup2(table, g, a, b);
+  } else {
+    E::load2(g, a, b);
+    a = simd::silu(a), b = simd::silu(b);
+  }
+}
+
 template <class E, bool Stream>
 void silu_and_mul_cols(const SiluAndMulArgs& a, int64_t row, int64_t col_begin, int64_t col_end) {
   using T = typename E::T;
   const T* g = static_cast<const T*>(a.x) + row * a.x_row_stride;
   const T* u = g + a.d;
   T* y = static_cast<T*>(a.y) + row * a.y_row_stride;
+  const float* table = nullptr;
+  if constexpr (sizeof(T) == 2) table = silu_table<E>();
   int64_t c = col_begin;
   for (; c + 2 * kWidth <= col_end; c += 2 * kWidth) {
-    f32x8 g0, g1, u0, u1;
-    E::load2(g + c, g0, g1);
+    f32x8 s0, s1, u0, u1;
+    silu_of2<E>(table, g + c, s0, s1);
     E::load2(u + c, u0, u1);
-    E::template store2<Stream>(y + c, simd::silu(g0) * u0, simd::silu(g1) * u1);
+    E::template store2<Stream>(y + c, s0 * u0, s1 * u1);
   }
   for (; c + kWidth <= col_end; c += kWidth) {
-    E::store(y + c, simd::silu(E::load(g + c)) * E::load(u + c));
+    E::store(y + c, silu_of<E>(table, g + c) * E::load(u + c));
   }
   if (c < col_end) {
     const int64_t rest = col_end - c;

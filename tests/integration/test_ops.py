@@ -123,6 +123,26 @@ def test_silu_and_mul_extremes_and_non_contiguous(dtype: torch.dtype) -> None:
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=ids.get)
+def test_silu_and_mul_looks_up_every_16_bit_gate_as_it_computes_it(dtype: torch.dtype) -> None:
+    """The CPU kernel looks 16-bit gates up in a table of silu (8 or 16 at a time) and
+    computes the last few of a row (fewer than 8): every one of the 65536 values, looked
+    up (one row) and computed (one per row), gives the same bits, NaNs and infinities
+    included. The factors are random, so the products round differently per value."""
+    gates = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    ups = _randn(65536, dtype=dtype, scale=3.0)
+    looked_up = ptkit_ops.silu_and_mul(torch.cat([gates, ups]).unsqueeze(0)).flatten()
+    computed = ptkit_ops.silu_and_mul(torch.stack([gates, ups], dim=1)).flatten()
+    same = looked_up.view(torch.int16) == computed.view(torch.int16)
+    nan_both = looked_up.isnan() & computed.isnan()  # NaN payloads may differ
+    assert bool((same | nan_both).all()), (
+        f"{int((~(same | nan_both)).sum())} of 65536 differ; first gate bits "
+        f"{int(gates.view(torch.int16)[~(same | nan_both)][0]):#06x}"
+    )
+    reference = ptkit_ops.silu_and_mul_reference(torch.cat([gates, ups]).unsqueeze(0)).flatten()
+    assert_matches(looked_up, reference, dtype, bound=silu_error_bound(reference))
+
+
 # (rows of x, K, N): decode rows 1..16 take the GEMV, 17+ the library GEMM + epilogue.
 # On amx-bf16, bf16 rows 4..16 with K >= 32 take the tile unit for whole blocks of 32
 # outputs (the rest, and the K tail past a multiple of 32, the dot products): (4, 97, 70)

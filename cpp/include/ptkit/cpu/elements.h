@@ -33,6 +33,8 @@ using simd::kWidth;
 // load2 / store2 move 16 elements as two vectors, in an order of the type's
 // choosing (the same for both): for element-wise loops only. store2<true> writes them
 // with streaming stores (simd::put_32_bytes: p 32-byte aligned, simd::stream_fence after).
+// The 16-bit types also look their elements up in a table of 65536 fp32 values indexed
+// by their bits (lookup, lookup2: in load's and load2's order).
 struct F32 {
   using T = float;
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_f32(p); }
@@ -56,6 +58,10 @@ struct F16 {
   static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
     simd::put_32_bytes<Stream>(p, simd::f16_pair_bits(a, b));
   }
+  static PTKIT_INLINE f32x8 lookup(const float* table, const T* p) { return simd::lookup(table, p); }
+  static PTKIT_INLINE void lookup2(const float* table, const T* p, f32x8& a, f32x8& b) {
+    a = lookup(table, p), b = lookup(table, p + kWidth);
+  }
   static PTKIT_INLINE float load1(const T* p) { return simd::f16_to_float(*p); }
   static PTKIT_INLINE void store1(T* p, float v) { *p = simd::float_to_f16(v); }
 };
@@ -64,6 +70,7 @@ struct BF16 {
   using T = uint16_t;  // upper half of an fp32
   static PTKIT_INLINE f32x8 load(const T* p) { return simd::load_bf16(p); }
   static PTKIT_INLINE void store(T* p, f32x8 v) { simd::store_bf16(p, v); }
+  static PTKIT_INLINE f32x8 lookup(const float* table, const T* p) { return simd::lookup(table, p); }
 #if defined(PTKIT_SIMD_AVX512_BF16)
   // In order: one vcvtne2ps2bf16 converts both (simd::bf16_16_bits).
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { a = load(p), b = load(p + kWidth); }
@@ -71,12 +78,18 @@ struct BF16 {
   static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
     simd::put_32_bytes<Stream>(p, simd::bf16_16_bits(a, b));
   }
+  static PTKIT_INLINE void lookup2(const float* table, const T* p, f32x8& a, f32x8& b) {
+    a = lookup(table, p), b = lookup(table, p + kWidth);
+  }
 #else
   // Even / odd elements: no shuffles (simd::load_bf16_pair).
   static PTKIT_INLINE void load2(const T* p, f32x8& a, f32x8& b) { simd::load_bf16_pair(p, a, b); }
   template <bool Stream = false>
   static PTKIT_INLINE void store2(T* p, f32x8 a, f32x8 b) {
     simd::put_32_bytes<Stream>(p, simd::bf16_pair_bits(a, b));
+  }
+  static PTKIT_INLINE void lookup2(const float* table, const T* p, f32x8& a, f32x8& b) {
+    a = simd::lookup(table, p, 2), b = simd::lookup(table, p + 1, 2);
   }
 #endif
   static PTKIT_INLINE float load1(const T* p) {

@@ -272,6 +272,14 @@ PTKIT_INLINE void put_32_bytes(void* p, i32x8 v) {
 #endif
   std::memcpy(p, &v, sizeof v);
 }
+// Asks for the cache line at p ahead of its loads (no fault if p is not mapped).
+PTKIT_INLINE void prefetch(const void* p) {
+#if defined(_MSC_VER) && !defined(__clang__)
+  static_cast<void>(p);  // not asked for under MSVC: its loads fetch the line
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
 PTKIT_INLINE bool streamable(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
 // Orders the streaming stores before whatever this thread does next (they are weakly
 // ordered): the op's threads are joined after it, and the output read.
@@ -279,6 +287,14 @@ PTKIT_INLINE void stream_fence() {
 #if defined(PTKIT_SIMD_STREAMING_STORES)
   _mm_sfence();
 #endif
+}
+
+// table[p[0]], table[p[step]], …, table[p[7 step]]: 8 entries of a table indexed by
+// 16-bit values (bf16 or fp16 bits), as 8 scalar loads. (AVX2's vgatherdps was slower on
+// AMD's Zen 1: 9.7 against 5.9 ns for 8 values from a table in cache.)
+PTKIT_INLINE f32x8 lookup(const float* table, const uint16_t* p, int step = 1) {
+  return f32x8{table[p[0]],        table[p[step]],     table[p[2 * step]], table[p[3 * step]],
+               table[p[4 * step]], table[p[5 * step]], table[p[6 * step]], table[p[7 * step]]};
 }
 
 PTKIT_INLINE f32x8 load_bf16(const uint16_t* p) {
