@@ -1178,7 +1178,7 @@ unsigned grid_x(int64_t blocks) {
 // launcher could give them (best 37.0-40.7 against 36.2-36.9 us for 128 MiB,
 // benchmarks/cuda_gemv_shapes.cu).
 template <int NT>
-constexpr int kMmaU = NT >= 4 ? 1 : 4 / NT;
+constexpr int kMmaU = 4 / NT;  // NT = 1, 2 (the sweep names its own U for the others)
 
 template <class T, int NT, bool kHi>
 cudaError_t launch_gemv_mma(const LinearArgs& a, const GemvChoice& c, const DeviceInfo& dev, cudaStream_t stream) {
