@@ -40,6 +40,16 @@ def counts_line(counts: dict[str, int]) -> str:
     return ", ".join(shown)
 
 
+# scripts/test ends with these when a signal stops it (SIGINT: ^C; SIGTERM: a time limit).
+STOPPED = {130: "SIGINT", 143: "SIGTERM"}
+
+
+def outcome(status: int) -> str:
+    if status in STOPPED:
+        return f"STOPPED by {STOPPED[status]} (exit {status})"
+    return f"FAILED (exit {status})"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
@@ -54,7 +64,7 @@ def main(argv: list[str]) -> int:
         phases = [line.split("\t") for line in table.read_text().splitlines() if line]
     width = max([len(p[0]) for p in phases] + [10])
     for title, seconds, status in phases:
-        result = "ok" if status == "0" else f"FAILED (exit {status})"
+        result = "ok" if status == "0" else outcome(int(status))
         print(f"  {title:<{width}}  {int(seconds):>5} s  {result}")
 
     wheels = built_wheels(args.since)
@@ -69,7 +79,7 @@ def main(argv: list[str]) -> int:
     for suite in SUITES:
         path = args.results / f"{suite}.json"
         if not path.is_file():
-            print(f"    {suite:<12} not run")
+            print(f"    {suite:<12} no counts: not run, or stopped before its end")
             continue
         result = json.loads(path.read_text())
         counts = {k: int(result.get(k, 0)) for k in OUTCOMES}
@@ -78,7 +88,7 @@ def main(argv: list[str]) -> int:
         print(f"    {suite:<12} {counts_line(counts)} in {result['seconds']:.0f} s")
 
     minutes = (sum(int(p[1]) for p in phases)) / 60
-    verdict = "passed" if args.status == 0 else f"FAILED (exit {args.status})"
+    verdict = "passed" if args.status == 0 else outcome(args.status)
     print(f"  make test {verdict} in {minutes:.1f} min")
     passed, failed = total.get("passed", 0), total.get("failed", 0) + total.get("errors", 0)
     print(f"total: {passed} passed, {failed} failed, {total.get('skipped', 0)} skipped")

@@ -37,6 +37,14 @@ class _Clock:
 
 
 _clock = _Clock()
+# Where this run's counts go, taken out of the environment at start-up: a pytest that a test
+# starts (a wheel's own tests, a run in a root or a container) must not overwrite them.
+_results_target = ""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _results_target
+    _results_target = os.environ.pop("PTKIT_TEST_RESULTS", "") or _results_target
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -90,7 +98,7 @@ def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
     """The counts and time of this run into $PTKIT_TEST_RESULTS, for `make test`'s summary."""
-    target = os.environ.get("PTKIT_TEST_RESULTS")
+    target = _results_target
     if not target:
         return
     counts = {name: len(terminalreporter.stats.get(key, [])) for key, name in COUNTED.items()}

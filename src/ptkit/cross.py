@@ -215,6 +215,10 @@ def write_toolchain(
         "set(PTKIT_COMPILER_ID Zig)",
         # Programs run here; libraries and headers come only from the named torch.
         "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)",
+        # CMake's compiler checks compile without linking: a linked check program makes zig
+        # build the target's libc++, libunwind and C runtime for it, in the checks' own
+        # (debug) mode, besides the build's; only the library's link needs them.
+        "set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)",
     ]
     if minimum_macos:
         lines += [

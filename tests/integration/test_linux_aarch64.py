@@ -7,8 +7,12 @@ bookworm's own GCC 12 for aarch64 (the kernels need no _Float16, which GCC 12's 
 there), through scikit-build-core and ptkit's CMake package as on any machine; the ISA levels
 come from the platform module: the NEON baseline (armv8-a) and neon-bf16 (BFDOT, which qemu's
 CPU has), the x86-64 levels do not apply. A
-fresh venv there gets this run's toolkit and that wheel, the library loads natively, and
-ptkit's op and loader tests pass. Times under emulation are not benchmarks (every instruction
+fresh venv there gets this run's toolkit and that wheel, the library loads natively (the
+loader's decision, its ISA level and every op's route are checked), and ptkit's op tests
+pass, at each ISA level. The loader's tests are left to this machine: each starts a Python
+that imports torch (40 s each under emulation on a 2-core Zen 1; 16 of them), and what they check
+is the loader's Python, the same on every platform; what is aarch64's own, the library
+loading and its level, the check above covers. Times under emulation are not benchmarks (every instruction
 is translated); correctness is the point. The release's aarch64 wheel (repaired, tagged
 manylinux) is cibuildwheel's job: scripts/release-local and the release workflow.
 """
@@ -25,7 +29,7 @@ from support import REPO, run_suite_in_root
 pytestmark = pytest.mark.integration
 
 ROOT = REPO / ".roots" / "bookworm-arm64"
-SUITE = ["test_ops.py", "test_loader.py"]
+SUITE = ["test_ops.py"]
 
 CHECK = r"""
 import json, platform, torch, ptkit.runtime, ptkit_ops

@@ -13,9 +13,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 SAMPLE = """
-import time, pytest
+import os, subprocess, sys, time, pytest
 
 def test_quick(): pass
+def test_nested_run(tmp_path):
+    # A test that starts a pytest of its own (as the aarch64 and release tests do), with
+    # this environment: its counts must not replace the outer run's.
+    (tmp_path / "test_inner.py").write_text("def test_inner(): pass")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+                    "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
+                   cwd=tmp_path, env=os.environ, check=True, timeout=120)
+    assert not os.path.exists(os.environ["SAMPLE_RESULTS"]), "the nested run wrote its counts"
 def test_slow(): time.sleep(1.2)
 def test_broken(): assert False
 @pytest.mark.skip(reason="not here")
@@ -26,7 +34,8 @@ def test_skipped(): pass
 def test_a_pytest_run_writes_its_counts_and_names_its_slow_tests(tmp_path: Path) -> None:
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     results = tmp_path / "results" / "unit.json"
-    env = {**os.environ, "PTKIT_TEST_RESULTS": str(results), "PYTHONPATH": str(REPO / "tests")}
+    env = {**os.environ, "PTKIT_TEST_RESULTS": str(results), "SAMPLE_RESULTS": str(results),
+           "PYTHONPATH": str(REPO / "tests")}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "conftest", "-v", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), str(tmp_path / "test_sample.py")],
@@ -35,7 +44,7 @@ def test_a_pytest_run_writes_its_counts_and_names_its_slow_tests(tmp_path: Path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     counts = json.loads(results.read_text())
     assert {k: counts[k] for k in ("passed", "failed", "skipped", "errors")} == {
-        "passed": 2, "failed": 1, "skipped": 1, "errors": 0,
+        "passed": 3, "failed": 1, "skipped": 1, "errors": 0,
     }  # fmt: skip
     assert counts["exitstatus"] == 1 and counts["seconds"] >= 1.2
     assert "test_sample.py::test_slow PASSED (1." in proc.stdout

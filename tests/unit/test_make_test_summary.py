@@ -70,5 +70,19 @@ def test_without_results_the_summary_says_what_did_not_run(tmp_path: Path) -> No
          "--since", str(time.time()), "--status", "1"],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    assert "unit         not run" in proc.stdout
+    assert "unit         no counts: not run, or stopped before its end" in proc.stdout
     assert "make test FAILED (exit 1)" in proc.stdout
+
+
+def test_a_run_stopped_by_a_signal_says_so_with_the_phase_it_stopped_in(tmp_path: Path) -> None:
+    # scripts/test records the running phase with the signal's status when it is stopped.
+    (tmp_path / "phases.tsv").write_text("unit tests\t31\t0\nintegration tests\t1800\t143\n")
+    (tmp_path / "unit.json").write_text(json.dumps({"passed": 10, "seconds": 30.6}))
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "test_summary.py"), str(tmp_path),
+         "--since", str(time.time()), "--status", "143"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "integration tests   1800 s  STOPPED by SIGTERM (exit 143)" in proc.stdout
+    assert "integration  no counts: not run, or stopped before its end" in proc.stdout
+    assert "make test STOPPED by SIGTERM (exit 143)" in proc.stdout
