@@ -90,10 +90,20 @@ debian_root_tools() {
   apt_install "Debian's debootstrap" debootstrap_version "it makes the Debian roots" debootstrap
   ! foreign_arch "$1" || emulation_ready "$1"
 }
+# remove_root <dir>: a root's folder, after unmounting what is mounted in it (a debootstrap
+# that was killed leaves its /proc mounted there, which rm cannot remove).
+remove_root() {
+  local dir mount
+  dir=$(realpath -m "$1")
+  awk -v dir="$dir/" 'index($2 "/", dir) == 1 { print $2 }' /proc/mounts | sort -r | while read -r mount; do
+    umount -l "$mount"
+  done
+  rm -rf "$dir"
+}
 debian_root() {
   local suite=$1 packages=$2 dir=$3 arch=${4:-$(dpkg --print-architecture)} log=build/bootstrap/debootstrap-$1-${4:-native}.log
   debian_root_tools "$arch"
-  rm -rf "$dir"
+  remove_root "$dir"
   mkdir -p "$(dirname "$dir")" build/bootstrap
   if ! debootstrap --arch="$arch" --variant=minbase --include="$packages" "$suite" "$dir" http://deb.debian.org/debian >"$log" 2>&1; then
     say "debootstrap failed (the end of $log):" >&2
