@@ -29,16 +29,24 @@ def torch213(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> P
     return build_python_213(tmp_path_factory.mktemp("torch213") / "venv", toolkit_wheel)
 
 
-# The files that take longest, started first (seconds in a make test run here, two workers:
-# 340, 291, 234, 222, 195, 126): with one file per pytest-xdist worker at a time, a long
-# file left for the end would keep one worker busy while the other sits idle.
+# The files that take longest, started first: with one file per pytest-xdist worker at a
+# time, a long file left for the end keeps one worker busy while the other sits idle.
+# Seconds on a 2-core Zen 1 (cross_build alone, the others in make test runs): cross_build
+# 1124, adopt about 900, release_local 684, torch_range 578, torch_abi 561, shapes_cpp_schemas
+# 325, cmake_package 254, build_pipeline 239, portable_kernels 234, cpython315 128-264;
+# linux_aarch64 took 1054 with the loader's tests under qemu, which it no longer runs.
 LONGEST_FIRST = (
-    "test_linux_aarch64.py",
-    "test_torch_range.py",
-    "test_release_local.py",
+    "test_cross_build.py",
     "test_adopt.py",
+    "test_release_local.py",
+    "test_torch_range.py",
     "test_torch_abi.py",
+    "test_linux_aarch64.py",
     "test_shapes_cpp_schemas.py",
+    "test_cmake_package.py",
+    "test_build_pipeline.py",
+    "test_portable_kernels.py",
+    "test_cpython315.py",
 )
 
 
