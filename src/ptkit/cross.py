@@ -36,7 +36,14 @@ from pathlib import Path
 
 from ptkit.backends.toolchain_cache import cache_root
 
-__all__ = ["CROSS_TARGETS", "CrossBuild", "CrossError", "CrossTarget", "prepare_cross_build"]
+__all__ = [
+    "CROSS_TARGETS",
+    "CrossBuild",
+    "CrossError",
+    "CrossTarget",
+    "build_zig_runtimes",
+    "prepare_cross_build",
+]
 
 # What of torch's wheel a build reads: headers, the libraries to link, CMake files, version.
 _TORCH_PARTS = ("torch/include/", "torch/lib/", "torch/share/", "torch/version.py")
@@ -262,3 +269,25 @@ def prepare_cross_build(
     minimum_macos = _minimum_macos(torch) if target.system == "Darwin" else None
     toolchain = write_toolchain(target, build_root / f"cross-{platform}", minimum_macos)
     return CrossBuild(target, torch, toolchain, minimum_macos)
+
+
+def build_zig_runtimes(platform: str, folder: Path, echo: Callable[[str], None] = print) -> None:
+    """Has zig build ``platform``'s C++ runtime into its cache now (libc++, libc++abi and
+    libunwind; MinGW's C runtime for Windows): it builds them the first time it links for
+    a target, minutes on a small machine, whatever the flags (one build serves -O0 and
+    -O3). A program and a library are linked with the toolchain :func:`prepare_cross_build`
+    writes (the same zig target), as CMake's compiler check and the build link them.
+    scripts/bootstrap runs this beside its other parts, so no cross build waits for it."""
+    build = prepare_cross_build(platform, folder, echo=echo)
+    cxx = build.toolchain_file.parent / "zig-c++"
+    source = folder / "runtime_probe.cpp"
+    source.write_text(
+        "#include <string>\n"
+        "int probe(int n) { return static_cast<int>(std::string(n, 'x').size()); }\n"
+        "int main(int argc, char**) { return probe(argc); }\n",
+        encoding="utf-8",
+    )
+    for kind, flags in (("program", []), ("library", ["-shared"])):
+        out = folder / f"runtime_probe_{platform}_{kind}"
+        subprocess.run([str(cxx), *flags, str(source), "-o", str(out)], check=True)
+        echo(f"{platform}: zig linked a C++ {kind}")
