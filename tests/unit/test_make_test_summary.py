@@ -64,25 +64,27 @@ def test_the_summary_lists_phases_wheels_and_counts_and_ends_with_the_total(
     assert out.rstrip().splitlines()[-1] == "total: 1340 passed, 2 failed, 12 skipped"
 
 
-def test_without_results_the_summary_says_what_did_not_run(tmp_path: Path) -> None:
+def _summary(results: Path, status: int) -> str:
+    """What scripts/test_summary.py prints for the results folder and make test's status."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "test_summary.py"), str(tmp_path),
-         "--since", str(time.time()), "--status", "1"],
+        [sys.executable, str(REPO / "scripts" / "test_summary.py"), str(results),
+         "--since", str(time.time()), "--status", str(status)],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    assert "unit         no counts: not run, or stopped before its end" in proc.stdout
-    assert "make test FAILED (exit 1)" in proc.stdout
+    return proc.stdout
+
+
+def test_without_results_the_summary_says_what_did_not_run(tmp_path: Path) -> None:
+    out = _summary(tmp_path, 1)
+    assert "unit         no counts: not run, or stopped before its end" in out
+    assert "make test FAILED (exit 1)" in out
 
 
 def test_a_run_stopped_by_a_signal_says_so_with_the_phase_it_stopped_in(tmp_path: Path) -> None:
     # scripts/test records the running phase with the signal's status when it is stopped.
     (tmp_path / "phases.tsv").write_text("unit tests\t31\t0\nintegration tests\t1800\t143\n")
     (tmp_path / "unit.json").write_text(json.dumps({"passed": 10, "seconds": 30.6}))
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "test_summary.py"), str(tmp_path),
-         "--since", str(time.time()), "--status", "143"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    assert "integration tests   1800 s  STOPPED by SIGTERM (exit 143)" in proc.stdout
-    assert "integration  no counts: not run, or stopped before its end" in proc.stdout
-    assert "make test STOPPED by SIGTERM (exit 143)" in proc.stdout
+    out = _summary(tmp_path, 143)
+    assert "integration tests   1800 s  STOPPED by SIGTERM (exit 143)" in out
+    assert "integration  no counts: not run, or stopped before its end" in out
+    assert "make test STOPPED by SIGTERM (exit 143)" in out
