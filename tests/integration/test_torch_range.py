@@ -4,9 +4,11 @@ environment from scripts/bootstrap (.venv-torch210, .venv-torch213, .venv, .venv
 
 For each torch, a fresh venv on that environment gets the toolkit and the cpu wheel from their
 files (--no-deps: torch comes from the environment); in a child there the library loads
-natively and the op and loader tests pass (for torch 2.14, the test environment's own, whose
-op and loader tests the suite runs anyway, the load and a numeric check only: CI time goes
-to the torches nothing else runs). A torch below the floor (2.9.1, a real PyPI wheel
+natively and the op tests pass (for torch 2.14, the test environment's own, whose tests the
+suite runs anyway, the load and a numeric check only: CI time goes to the torches nothing
+else runs). The loader's tests run under the floor, 2.10, alone: they start 16 Pythons that
+import torch each, and the torch version enters the loader's decisions only through the
+floor, which 2.10 (at it) and 2.9.1 (below it, the next test) cover. A torch below the floor (2.9.1, a real PyPI wheel
 that bootstrap keeps) is refused by the loader with the reason, and the reference serves.
 """
 
@@ -39,6 +41,7 @@ BOOTSTRAP_WHEELS = Path(
     / "ptkit"
     / "bootstrap-wheels"
 )
+FLOOR = TORCHES["torch2.10"][1]  # the stable ABI target
 BELOW_FLOOR = "2.9.1"
 
 CHECK_SCRIPT = r"""
@@ -98,7 +101,7 @@ def run_loader_tests(python: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(("base_env", "torch_version"), TORCHES.values(), ids=TORCHES.keys())
-def test_one_wheel_loads_natively_and_passes_the_op_and_loader_tests(
+def test_one_wheel_loads_natively_and_passes_the_op_tests_in_every_torch(
     ptkit_wheel: Path, toolkit_wheel: Path, tmp_path: Path, base_env: str, torch_version: str
 ) -> None:
     python = fresh_venv(tmp_path / "venv", _base_python(base_env))
@@ -118,12 +121,13 @@ def test_one_wheel_loads_natively_and_passes_the_op_and_loader_tests(
     assert isinstance(out["error"], float) and out["error"] < 1e-5, out["error"]
     if base_env == ".venv":
         return  # the suite's own environment: tests/integration/test_ops.py runs there
-    # The op tests (native against reference, every op and dtype) and the loader's tests,
-    # under this torch.
+    # The op tests (native against reference, every op and dtype) under this torch; the
+    # loader's tests under the floor (the module's docstring says why).
     ops = run_op_tests(python)
     assert " passed" in ops.stdout and "failed" not in ops.stdout, ops.stdout
-    loader = run_loader_tests(python)
-    assert " passed" in loader.stdout and "failed" not in loader.stdout, loader.stdout
+    if torch_version == FLOOR:
+        loader = run_loader_tests(python)
+        assert " passed" in loader.stdout and "failed" not in loader.stdout, loader.stdout
 
 
 def test_a_torch_below_the_floor_is_refused_with_the_reason(
