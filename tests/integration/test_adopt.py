@@ -173,12 +173,9 @@ def test_setup_py_builds_one_wheel_per_torch_minor_and_a_cu13_one(
 
 @pytest.mark.parametrize(
     ("installer", "torch_minor", "variant"),
-    [
-        ("pip", "2.14", "cpu"),
-        ("uv", "2.13", "cpu"),
-        ("pip", "2.14", "cu13"),
-        ("uv", "2.14", "cu13"),
-    ],
+    # Each installer, variant and torch minor at least once (two of four; the other two
+    # pairings passed in earlier make test runs and are left out for CI time).
+    [("uv", "2.13", "cpu"), ("pip", "2.14", "cu13")],
 )
 def test_setup_py_installs_from_the_index_and_passes_its_own_tests(
     setup_py_index: str, tmp_path: Path, installer: str, torch_minor: str, variant: str
