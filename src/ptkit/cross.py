@@ -222,9 +222,9 @@ def write_toolchain(
         "set(PTKIT_COMPILER_ID Zig)",
         # Programs run here; libraries and headers come only from the named torch.
         "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)",
-        # CMake's compiler checks compile without linking: a linked check program makes zig
-        # build the target's libc++, libunwind and C runtime for it, in the checks' own
-        # (debug) mode, besides the build's; only the library's link needs them.
+        # CMake's try_compile checks compile without linking: each zig link is slow, and
+        # only the library's link needs the target's runtimes (zig builds them once per
+        # target, whatever the -O, on the first link: the compiler identification's).
         "set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)",
     ]
     if minimum_macos:
