@@ -3,6 +3,7 @@ the toolkit and ptkit-ops' cpu wheel into .venv), never the source tree."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -31,27 +32,6 @@ def torch213(tmp_path_factory: pytest.TempPathFactory, toolkit_wheel: Path) -> P
     return build_python_213(tmp_path_factory.mktemp("torch213") / "venv", toolkit_wheel)
 
 
-# The files that take longest, started first: with one file per pytest-xdist worker at a
-# time, a long file left for the end keeps one worker busy while the other sits idle.
-# Seconds on a 2-core Zen 1 (cross_build alone, the others in make test runs): cross_build
-# 1124, adopt about 900, release_local 684, torch_range 578, torch_abi 561, shapes_cpp_schemas
-# 325, cmake_package 254, build_pipeline 239, portable_kernels 234, cpython315 128-264;
-# linux_aarch64 took 1054 with the loader's tests under qemu, which it no longer runs.
-LONGEST_FIRST = (
-    "test_cross_build.py",
-    "test_adopt.py",
-    "test_release_local.py",
-    "test_torch_range.py",
-    "test_torch_abi.py",
-    "test_linux_aarch64.py",
-    "test_shapes_cpp_schemas.py",
-    "test_cmake_package.py",
-    "test_build_pipeline.py",
-    "test_portable_kernels.py",
-    "test_cpython315.py",
-)
-
-
 # The slowest jobs, the platform and torch matrices, take turns: all of them do not fit CI's
 # 90 minutes on a 2-core Zen 1 (the whole suite ran past 5400 s there). Each run takes one
 # turn of TURNS, the commit's hash modulo TURNS, so that consecutive commits go round them;
@@ -68,7 +48,22 @@ IN_TURNS = (
 )
 TURNS = 3
 
+# The files that take longest, started first: with one file per pytest-xdist worker at a
+# time, a long file left for the end keeps one worker busy while the other sits idle.
+# Seconds on a 2-core Zen 1 in a make test run with every turn: linux_aarch64 719,
+# torch_range 670, release_local 592, adopt 589, torch_abi 550, cross_build 499,
+# shapes_cpp_schemas 381, cmake_package 246, build_pipeline about 240, portable_kernels
+# about 230 (the last four run every time).
+LONGEST_FIRST = (
+    *IN_TURNS,
+    "test_shapes_cpp_schemas.py",
+    "test_cmake_package.py",
+    "test_build_pipeline.py",
+    "test_portable_kernels.py",
+)
 
+
+@functools.cache
 def _turn() -> int | None:
     """This run's turn, or None for all of them."""
     given = os.environ.get("PTKIT_TEST_TURN", "").strip()
