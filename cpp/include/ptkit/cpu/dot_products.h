@@ -14,6 +14,7 @@
 //   pack      a row piece of x (storage type) into XT; x1: one packed value as fp32
 //
 // FmaF32x8    every level: fp32 FMAs on 8 lanes, x and w widened to fp32
+// Bf16PairsF32x8 bf16 below AVX-512: the same, weights widened as even / odd pairs
 // FmaF32x16   x86-64-v4 and up: the same on 16 lanes (AVX-512F)
 // Bf16DotX86  avx512-bf16 and up, bf16 only: vdpbf16ps, 32 products per instruction
 // Bf16DotNeon neon-bf16, bf16 only: BFDOT, 8 products per instruction
@@ -69,9 +70,9 @@ struct FmaF32x8 {
   using XT = float;
   using Acc = f32x8;
   static constexpr int kStep = kWidth;
-  // Chosen on Zen 3: fp32 weights 4 x 2 (6 loads per 8 FMAs). bf16 / fp16 weights,
-  // widened in registers once per group: 8 x 1 for one row (8 accumulator chains),
-  // 4 x 2 for two, else 2 x 6 (16 rows in three passes).
+  // Chosen on Zen 3: fp32 weights 4 x 2 (6 loads per 8 FMAs). fp16 weights (bf16 take
+  // Bf16PairsF32x8), widened in registers once per group: 8 x 1 for one row (8
+  // accumulator chains), 4 x 2 for two, else 2 x 6 (16 rows in three passes).
   static constexpr bool kF32 = std::is_same_v<E, F32>;
   static constexpr Blocking kBlocking = kF32 ? Blocking{4, 4, 4, 2} : Blocking{8, 4, 2, 6};
   static PTKIT_INLINE Acc zero() { return simd::zero(); }
@@ -86,6 +87,51 @@ struct FmaF32x8 {
   }
   static PTKIT_INLINE float x1(const XT* p) { return *p; }
   static constexpr bool kPackedIsStored = kF32;  // fp32 x is read where it is
+};
+
+// bf16 weights where no bf16 dot product exists (and no AVX-512): 16 weights a step,
+// widened as their even and odd elements (simd::load_bf16_pair: one load, a shift and
+// an and, no shuffles) against x packed the same way, half FmaF32x8's widening work.
+// Each madd is two dependent FMAs. Blocks 4 x 1, 4 x 2, else 2 x 4 (14 of 16 registers).
+// One core of a Zen 1 at x86-64-v3, weights in L2, cycles per weight for 1 / 2 / 4 / 16
+// x rows: 0.18 / 0.32 / 0.50 / 2.0 against FmaF32x8's 0.33 / 0.42 / 0.66 / 2.5 (4 rows
+// is the FMA unit's bound); x86-64's SSE2 baseline 0.31 / 0.65 / 1.25 / 5.0 against
+// 0.49 / 0.83 / 1.94 / 8.1.
+struct Bf16PairsF32x8 {
+  using T = uint16_t;
+  using XT = float;
+  using Acc = f32x8;
+  struct Pair {
+    f32x8 even, odd;
+  };
+  static constexpr int kStep = 2 * kWidth;
+  static constexpr Blocking kBlocking{4, 4, 2, 4};
+  static PTKIT_INLINE Acc zero() { return simd::zero(); }
+  static PTKIT_INLINE Pair load_w(const T* p) {
+    Pair w;
+    simd::load_bf16_pair(p, w.even, w.odd);
+    return {in_register(w.even), in_register(w.odd)};
+  }
+  static PTKIT_INLINE Pair load_x(const XT* p) {
+    return {in_register(simd::load_f32(p)), in_register(simd::load_f32(p + kWidth))};
+  }
+  static PTKIT_INLINE Acc madd(Pair x, Pair w, Acc c) {
+    return simd::fmadd(x.odd, w.odd, simd::fmadd(x.even, w.even, c));
+  }
+  static PTKIT_INLINE f32x8 fold(Acc a) { return a; }
+  // Whole steps as 8 even then 8 odd values; the rest (the k tail) in order, for x1.
+  static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) {
+    int64_t c = 0;
+    for (; c + kStep <= len; c += kStep) {
+      f32x8 even, odd;
+      simd::load_bf16_pair(src + c, even, odd);
+      simd::store_f32(dst + c, even);
+      simd::store_f32(dst + c + kWidth, odd);
+    }
+    for (; c < len; ++c) dst[c] = BF16::load1(src + c);
+  }
+  static PTKIT_INLINE float x1(const XT* p) { return *p; }
+  static constexpr bool kPackedIsStored = false;
 };
 
 #if defined(PTKIT_SIMD_AVX512)
