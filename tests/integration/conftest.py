@@ -96,7 +96,8 @@ def _left_to_other_turns(turn: int | None) -> set[str]:
 def pytest_report_header(config: pytest.Config) -> str:
     turn = _turn()
     if turn is None:
-        return f"slow jobs: all {len(IN_TURNS)} (PTKIT_TEST_TURN=all, or git cannot name the checkout's HEAD)"
+        why = "PTKIT_TEST_TURN=all, or git cannot name the checkout's HEAD"
+        return f"slow jobs: all {len(IN_TURNS)} ({why})"
     left = _left_to_other_turns(turn)
     runs = [name for name in IN_TURNS if name not in left]
     return (

@@ -156,30 +156,6 @@ PTKIT_INLINE f32x8 select(i32x8 mask, f32x8 a, f32x8 b) {
 }
 PTKIT_INLINE i32x8 select_i(i32x8 mask, i32x8 a, i32x8 b) { return as_i(select(mask, as_f(a), as_f(b))); }
 
-#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
-// All ones in the lanes where a or b (or both) is NaN.
-PTKIT_INLINE i32x8 either_nan(f32x8 a, f32x8 b) {
-  return bit_cast<i32x8>(_mm256_cmp_ps(bit_cast<__m256>(a), bit_cast<__m256>(b), _CMP_UNORD_Q));
-}
-#endif
-
-// All ones in the NaN lanes: one unordered compare with AVX; elsewhere |bits| above
-// infinity's, by the sign of a difference (arithmetic every ISA has packed, where GCC
-// computes a compare-and-select of these 8-lane vectors one lane at a time on x86-64's
-// baseline, SSE2).
-PTKIT_INLINE i32x8 is_nan(f32x8 v) {
-#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
-  return either_nan(v, v);
-#else
-  return (splat_i(0x7f800000) - (as_i(v) & 0x7fffffff)) >> 31;
-#endif
-}
-
-#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
-// Whether any lane of a mask (lanes all ones or all zeros) is set.
-PTKIT_INLINE bool any(i32x8 mask) { return _mm256_movemask_ps(bit_cast<__m256>(mask)) != 0; }
-#endif
-
 #if defined(PTKIT_SIMD_SSE2)
 // op on each 4-lane half (an f32x8 is two SSE registers there; halves taken by memcpy,
 // which GCC keeps in registers, where its shuffles would move lanes one by one).
@@ -194,7 +170,19 @@ PTKIT_INLINE f32x8 sse2_halves(f32x8 a, f32x8 b, Op op) {
   std::memcpy(&r, ah, sizeof r);
   return r;
 }
-// either_nan and any as the AVX ones above, on the two halves.
+#endif
+
+// either_nan: all ones in the lanes where a or b (or both) is NaN; any: whether any lane of
+// a mask (lanes all ones or all zeros) is set. One unordered compare and one movemask with
+// AVX, the same on SSE2's two halves; PTKIT_SIMD_NAN_TEST says they exist.
+#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)
+#define PTKIT_SIMD_NAN_TEST 1
+PTKIT_INLINE i32x8 either_nan(f32x8 a, f32x8 b) {
+  return bit_cast<i32x8>(_mm256_cmp_ps(bit_cast<__m256>(a), bit_cast<__m256>(b), _CMP_UNORD_Q));
+}
+PTKIT_INLINE bool any(i32x8 mask) { return _mm256_movemask_ps(bit_cast<__m256>(mask)) != 0; }
+#elif defined(PTKIT_SIMD_SSE2)
+#define PTKIT_SIMD_NAN_TEST 1
 PTKIT_INLINE i32x8 either_nan(f32x8 a, f32x8 b) {
   return as_i(sse2_halves(a, b, [](__m128 x, __m128 y) { return _mm_cmpunord_ps(x, y); }));
 }
@@ -204,6 +192,17 @@ PTKIT_INLINE bool any(i32x8 mask) {
   return _mm_movemask_ps(_mm_or_ps(h[0], h[1])) != 0;
 }
 #endif
+
+// All ones in the NaN lanes: one unordered compare where there is one; elsewhere |bits|
+// above infinity's, by the sign of a difference (arithmetic every ISA has packed, where
+// GCC would compute a compare-and-select of these 8-lane vectors one lane at a time).
+PTKIT_INLINE i32x8 is_nan(f32x8 v) {
+#if defined(PTKIT_SIMD_NAN_TEST)
+  return either_nan(v, v);
+#else
+  return (splat_i(0x7f800000) - (as_i(v) & 0x7fffffff)) >> 31;
+#endif
+}
 
 // max(a, b) / min(a, b); when a lane of x is NaN the result is NaN (x passes through).
 PTKIT_INLINE f32x8 max_nan(f32x8 lo, f32x8 x) {
@@ -344,7 +343,7 @@ PTKIT_INLINE i32x8 bf16_pair_bits(f32x8 lo, f32x8 hi) {
   const auto pair = [](u32x8 lo_upper, u32x8 hi_upper) {
     return bit_cast<i32x8>((lo_upper >> 16) | (hi_upper & 0xffff0000u));
   };
-#if (defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__)) || defined(PTKIT_SIMD_SSE2)
+#if defined(PTKIT_SIMD_NAN_TEST)
   // NaNs are rare: one unordered compare looks for one in both vectors, and only then are
   // lanes selected. Three instructions fewer for 16 values: bf16 rms_norm and silu_and_mul
   // ~10-15 % faster in cache at x86-64-v3; on SSE2 13.1 -> 10.0 and 13.2 -> 9.7
