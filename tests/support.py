@@ -14,7 +14,8 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-# Where scripts/bootstrap records each part it left out for want of disk, with the reason.
+# Where scripts/bootstrap records each part it left out (for want of disk, or to another turn
+# of the slowest tests: tests/turns.py), with the reason.
 BOOTSTRAP_SKIPPED = REPO / "build" / "bootstrap" / "skipped"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -24,7 +25,8 @@ UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat1
 
 def skip_if_bootstrap_left_out(part: str) -> None:
     """Skips the calling test, with scripts/bootstrap's reason, where bootstrap left ``part``
-    (``.venv-torch210``, ``.roots/sid-python3.15`` …) out because the disk had no room."""
+    (``.venv-torch210``, ``.roots/sid-python3.15`` …) out: the disk had no room, or the test
+    that needs it runs in another turn."""
     record = BOOTSTRAP_SKIPPED / part
     if record.is_file():
         with record.open(encoding="utf-8", errors="replace") as f:
