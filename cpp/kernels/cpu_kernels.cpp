@@ -51,22 +51,23 @@ double sum_of_squares(const typename E::T* x, int64_t cols) {
   for (int64_t begin = 0; begin < cols; begin += kSumBlock) {
     const int64_t end = std::min(cols, begin + kSumBlock);
     const int64_t e32 = end - (end - begin) % (4 * kWidth);
-    f32x8 s0 = simd::zero(), s1 = simd::zero(), s2 = simd::zero(), s3 = simd::zero();
+    simd::Accumulator s0 = simd::accumulator(), s1 = s0, s2 = s0, s3 = s0;
     int64_t c = begin;
     for (; c < e32; c += 4 * kWidth) {
       f32x8 v0, v1, v2, v3;
       E::load2(x + c, v0, v1);
       E::load2(x + c + 2 * kWidth, v2, v3);
-      s0 = simd::fmadd(v0, v0, s0);
-      s1 = simd::fmadd(v1, v1, s1);
-      s2 = simd::fmadd(v2, v2, s2);
-      s3 = simd::fmadd(v3, v3, s3);
+      s0 = simd::fmadd_into(v0, v0, s0);
+      s1 = simd::fmadd_into(v1, v1, s1);
+      s2 = simd::fmadd_into(v2, v2, s2);
+      s3 = simd::fmadd_into(v3, v3, s3);
     }
     for (; c + kWidth <= end; c += kWidth) {
       const f32x8 v = E::load(x + c);
-      s0 = simd::fmadd(v, v, s0);
+      s0 = simd::fmadd_into(v, v, s0);
     }
-    float block = simd::hsum((s0 + s1) + (s2 + s3));
+    using simd::value;
+    float block = simd::hsum((value(s0) + value(s1)) + (value(s2) + value(s3)));
     for (; c < end; ++c) {
       const float v = E::load1(x + c);
       block += v * v;

@@ -137,37 +137,25 @@ struct Bf16PairsF32x8 {
 };
 
 #if defined(PTKIT_SIMD_SSE2)
-// x86-64's baseline (SSE2): an f32x8 is two SSE registers, and GCC keeps its generic
-// 32-byte vectors in memory between the GEMV loop's steps (each accumulator stored twice
-// a step). The same 8 lanes as two named SSE halves stay in registers, with the same
-// products and sums lane by lane (no FMA here: a multiply, then an add), so the results
-// are FmaF32x8's and Bf16PairsF32x8's bit for bit. One Zen 1 core, weights in L2,
-// cycles per weight for 1 / 2 / 4 / 16 x rows: fp32 0.54 / 0.70 / 1.54 / 6.0 ->
-// 0.23 / 0.41 / 0.86 / 3.4, bf16 0.31 / 0.67 / 1.30 / 5.2 -> 0.29 / 0.49 / 0.88 / 3.5.
-// Blocks 2 x 1, 2 x 2, else 1 x 4 (the 16 SSE registers).
-struct Sse2Halves {
-  __m128 lo, hi;
-};
-PTKIT_INLINE Sse2Halves madd_halves(Sse2Halves x, Sse2Halves w, Sse2Halves c) {
-  return {_mm_add_ps(_mm_mul_ps(x.lo, w.lo), c.lo), _mm_add_ps(_mm_mul_ps(x.hi, w.hi), c.hi)};
-}
-PTKIT_INLINE f32x8 join_halves(Sse2Halves a) {
-  f32x8 r;
-  std::memcpy(&r, &a, sizeof r);
-  return r;
-}
+// x86-64's baseline (SSE2): the accumulators, and the weights and x they take, as pairs of
+// SSE registers (simd::Halves: GCC spills its generic 32-byte vectors in this loop, each
+// accumulator stored twice a step), with FmaF32x8's and Bf16PairsF32x8's sums lane by
+// lane, bit for bit. One Zen 1 core, weights in L2, cycles per weight for 1 / 2 / 4 / 16
+// x rows: fp32 0.54 / 0.70 / 1.54 / 6.0 -> 0.23 / 0.41 / 0.86 / 3.4, bf16 0.31 / 0.67 /
+// 1.30 / 5.2 -> 0.29 / 0.49 / 0.88 / 3.5. Blocks 2 x 1, 2 x 2, else 1 x 4 (16 registers).
+using simd::Halves;
 
 struct F32Sse2 {
   using T = float;
   using XT = float;
-  using Acc = Sse2Halves;
+  using Acc = Halves;
   static constexpr int kStep = kWidth;
   static constexpr Blocking kBlocking{2, 2, 1, 4};
-  static PTKIT_INLINE Acc zero() { return {_mm_setzero_ps(), _mm_setzero_ps()}; }
-  static PTKIT_INLINE Sse2Halves load_w(const T* p) { return {_mm_loadu_ps(p), _mm_loadu_ps(p + 4)}; }
-  static PTKIT_INLINE Sse2Halves load_x(const XT* p) { return load_w(p); }
-  static PTKIT_INLINE Acc madd(Sse2Halves x, Sse2Halves w, Acc c) { return madd_halves(x, w, c); }
-  static PTKIT_INLINE f32x8 fold(Acc a) { return join_halves(a); }
+  static PTKIT_INLINE Acc zero() { return simd::accumulator(); }
+  static PTKIT_INLINE Halves load_w(const T* p) { return {_mm_loadu_ps(p), _mm_loadu_ps(p + 4)}; }
+  static PTKIT_INLINE Halves load_x(const XT* p) { return load_w(p); }
+  static PTKIT_INLINE Acc madd(Halves x, Halves w, Acc c) { return simd::madd_halves(x, w, c); }
+  static PTKIT_INLINE f32x8 fold(Acc a) { return simd::whole(a); }
   static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) { FmaF32x8<F32>::pack(src, dst, len); }
   static PTKIT_INLINE float x1(const XT* p) { return *p; }
   static constexpr bool kPackedIsStored = true;  // fp32 x is read where it is
@@ -176,9 +164,9 @@ struct F32Sse2 {
 struct Bf16PairsSse2 {
   using T = uint16_t;
   using XT = float;
-  using Acc = Sse2Halves;
+  using Acc = Halves;
   struct Pair {
-    Sse2Halves even, odd;
+    Halves even, odd;
   };
   static constexpr int kStep = Bf16PairsF32x8::kStep;
   static constexpr Blocking kBlocking{2, 2, 1, 4};
@@ -192,9 +180,9 @@ struct Bf16PairsSse2 {
   }
   static PTKIT_INLINE Pair load_x(const XT* p) { return {F32Sse2::load_x(p), F32Sse2::load_x(p + kWidth)}; }
   static PTKIT_INLINE Acc madd(Pair x, Pair w, Acc c) {
-    return madd_halves(x.odd, w.odd, madd_halves(x.even, w.even, c));
+    return simd::madd_halves(x.odd, w.odd, simd::madd_halves(x.even, w.even, c));
   }
-  static PTKIT_INLINE f32x8 fold(Acc a) { return join_halves(a); }
+  static PTKIT_INLINE f32x8 fold(Acc a) { return simd::whole(a); }
   static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) { Bf16PairsF32x8::pack(src, dst, len); }
   static PTKIT_INLINE float x1(const XT* p) { return *p; }
   static constexpr bool kPackedIsStored = false;

@@ -245,6 +245,38 @@ PTKIT_INLINE f32x8 fnmadd(f32x8 a, f32x8 b, f32x8 c) {
 #endif
 }
 
+// An f32x8 carried from one loop iteration to the next (a sum), added to by fmadd_into.
+// On SSE2 GCC keeps a generic 32-byte vector carried that way on the stack, stored and
+// loaded every step: there it is two named SSE registers (Halves), which stay in
+// registers, with the same rounding lane by lane (no FMA: a multiply, then an add).
+#if defined(PTKIT_SIMD_SSE2)
+struct Halves {
+  __m128 lo, hi;
+};
+PTKIT_INLINE Halves halves(f32x8 v) {
+  Halves h;
+  std::memcpy(&h, &v, sizeof h);
+  return h;
+}
+PTKIT_INLINE f32x8 whole(Halves h) {
+  f32x8 v;
+  std::memcpy(&v, &h, sizeof v);
+  return v;
+}
+PTKIT_INLINE Halves madd_halves(Halves a, Halves b, Halves c) {
+  return {_mm_add_ps(_mm_mul_ps(a.lo, b.lo), c.lo), _mm_add_ps(_mm_mul_ps(a.hi, b.hi), c.hi)};
+}
+using Accumulator = Halves;
+PTKIT_INLINE Accumulator accumulator() { return {_mm_setzero_ps(), _mm_setzero_ps()}; }
+PTKIT_INLINE Accumulator fmadd_into(f32x8 a, f32x8 b, Accumulator c) { return madd_halves(halves(a), halves(b), c); }
+PTKIT_INLINE f32x8 value(Accumulator c) { return whole(c); }
+#else
+using Accumulator = f32x8;
+PTKIT_INLINE Accumulator accumulator() { return zero(); }
+PTKIT_INLINE Accumulator fmadd_into(f32x8 a, f32x8 b, Accumulator c) { return fmadd(a, b, c); }
+PTKIT_INLINE f32x8 value(Accumulator c) { return c; }
+#endif
+
 // ---------------------------------------------------------------------------
 // Loads and stores: fp32 in registers, fp32 / fp16 / bf16 in memory.
 
