@@ -452,9 +452,6 @@ void gemv_cols(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   if constexpr (std::is_same_v<E, BF16>) return gemv_blocked<E, Bf16DotX86>(a, n_begin, n_end);
 #elif defined(PTKIT_SIMD_NEON_BF16)
   if constexpr (std::is_same_v<E, BF16>) return gemv_blocked<E, Bf16DotNeon>(a, n_begin, n_end);
-#elif defined(PTKIT_SIMD_SSE2)
-  if constexpr (std::is_same_v<E, BF16>) return gemv_blocked<E, Bf16PairsSse2>(a, n_begin, n_end);
-  if constexpr (std::is_same_v<E, F32>) return gemv_blocked<E, F32Sse2>(a, n_begin, n_end);
 #elif !defined(PTKIT_SIMD_AVX512)
   if constexpr (std::is_same_v<E, BF16>) return gemv_blocked<E, Bf16PairsF32x8>(a, n_begin, n_end);
 #endif

@@ -15,8 +15,8 @@
 //
 // FmaF32x8    every level: fp32 FMAs on 8 lanes, x and w widened to fp32
 // Bf16PairsF32x8 bf16 below AVX-512: the same, weights widened as even / odd pairs
-// F32Sse2, Bf16PairsSse2 x86-64's SSE2 baseline, fp32 and bf16: FmaF32x8's and
-//             Bf16PairsF32x8's sums, held as two SSE registers
+// The 8-lane accumulators are simd::Accumulator (two SSE registers on x86-64's baseline,
+// where GCC spilled its generic 32-byte vectors carried through the loop; same sums).
 // FmaF32x16   x86-64-v4 and up: the same on 16 lanes (AVX-512F)
 // Bf16DotX86  avx512-bf16 and up, bf16 only: vdpbf16ps, 32 products per instruction
 // Bf16DotNeon neon-bf16, bf16 only: BFDOT, 8 products per instruction
@@ -70,18 +70,25 @@ template <class E>
 struct FmaF32x8 {
   using T = typename E::T;
   using XT = float;
-  using Acc = f32x8;
+  using Acc = simd::Accumulator;
   static constexpr int kStep = kWidth;
   // Chosen on Zen 3: fp32 weights 4 x 2 (6 loads per 8 FMAs). fp16 weights (bf16 take
   // Bf16PairsF32x8), widened in registers once per group: 8 x 1 for one row (8
   // accumulator chains), 4 x 2 for two, else 2 x 6 (16 rows in three passes).
   static constexpr bool kF32 = std::is_same_v<E, F32>;
+#if defined(PTKIT_SIMD_SSE2)
+  // 16 SSE registers: 2 x 1, 2 x 2, else 1 x 4. One Zen 1 core, weights in L2, cycles per
+  // weight for 1 / 2 / 4 / 16 rows 0.54 / 0.70 / 1.54 / 6.0 -> 0.22 / 0.35 / 0.74 / 2.9
+  // with the Accumulator (bf16 below: 0.31 / 0.67 / 1.30 / 5.2 -> 0.23 / 0.42 / 0.73 / 2.9).
+  static constexpr Blocking kBlocking = kF32 ? Blocking{2, 2, 1, 4} : Blocking{8, 4, 2, 6};
+#else
   static constexpr Blocking kBlocking = kF32 ? Blocking{4, 4, 4, 2} : Blocking{8, 4, 2, 6};
-  static PTKIT_INLINE Acc zero() { return simd::zero(); }
-  static PTKIT_INLINE Acc load_w(const T* p) { return in_register(E::load(p)); }
-  static PTKIT_INLINE Acc load_x(const XT* p) { return in_register(simd::load_f32(p)); }
-  static PTKIT_INLINE Acc madd(Acc x, Acc w, Acc c) { return simd::fmadd(x, w, c); }
-  static PTKIT_INLINE f32x8 fold(Acc a) { return a; }
+#endif
+  static PTKIT_INLINE Acc zero() { return simd::accumulator(); }
+  static PTKIT_INLINE f32x8 load_w(const T* p) { return in_register(E::load(p)); }
+  static PTKIT_INLINE f32x8 load_x(const XT* p) { return in_register(simd::load_f32(p)); }
+  static PTKIT_INLINE Acc madd(f32x8 x, f32x8 w, Acc c) { return simd::fmadd_into(x, w, c); }
+  static PTKIT_INLINE f32x8 fold(Acc a) { return simd::value(a); }
   static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) {
     int64_t c = 0;
     for (; c + kWidth <= len; c += kWidth) simd::store_f32(dst + c, E::load(src + c));
@@ -102,13 +109,17 @@ struct FmaF32x8 {
 struct Bf16PairsF32x8 {
   using T = uint16_t;
   using XT = float;
-  using Acc = f32x8;
+  using Acc = simd::Accumulator;
   struct Pair {
     f32x8 even, odd;
   };
   static constexpr int kStep = 2 * kWidth;
+#if defined(PTKIT_SIMD_SSE2)
+  static constexpr Blocking kBlocking{2, 2, 1, 4};
+#else
   static constexpr Blocking kBlocking{4, 4, 2, 4};
-  static PTKIT_INLINE Acc zero() { return simd::zero(); }
+#endif
+  static PTKIT_INLINE Acc zero() { return simd::accumulator(); }
   static PTKIT_INLINE Pair load_w(const T* p) {
     Pair w;
     simd::load_bf16_pair(p, w.even, w.odd);
@@ -118,9 +129,9 @@ struct Bf16PairsF32x8 {
     return {in_register(simd::load_f32(p)), in_register(simd::load_f32(p + kWidth))};
   }
   static PTKIT_INLINE Acc madd(Pair x, Pair w, Acc c) {
-    return simd::fmadd(x.odd, w.odd, simd::fmadd(x.even, w.even, c));
+    return simd::fmadd_into(x.odd, w.odd, simd::fmadd_into(x.even, w.even, c));
   }
-  static PTKIT_INLINE f32x8 fold(Acc a) { return a; }
+  static PTKIT_INLINE f32x8 fold(Acc a) { return simd::value(a); }
   // Whole steps as 8 even then 8 odd values; the rest (the k tail) in order, for x1.
   static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) {
     int64_t c = 0;
@@ -135,59 +146,6 @@ struct Bf16PairsF32x8 {
   static PTKIT_INLINE float x1(const XT* p) { return *p; }
   static constexpr bool kPackedIsStored = false;
 };
-
-#if defined(PTKIT_SIMD_SSE2)
-// x86-64's baseline (SSE2): the accumulators, and the weights and x they take, as pairs of
-// SSE registers (simd::Halves: GCC spills its generic 32-byte vectors in this loop, each
-// accumulator stored twice a step), with FmaF32x8's and Bf16PairsF32x8's sums lane by
-// lane, bit for bit. One Zen 1 core, weights in L2, cycles per weight for 1 / 2 / 4 / 16
-// x rows: fp32 0.54 / 0.70 / 1.54 / 6.0 -> 0.23 / 0.41 / 0.86 / 3.4, bf16 0.31 / 0.67 /
-// 1.30 / 5.2 -> 0.29 / 0.49 / 0.88 / 3.5. Blocks 2 x 1, 2 x 2, else 1 x 4 (16 registers).
-using simd::Halves;
-
-struct F32Sse2 {
-  using T = float;
-  using XT = float;
-  using Acc = Halves;
-  static constexpr int kStep = kWidth;
-  static constexpr Blocking kBlocking{2, 2, 1, 4};
-  static PTKIT_INLINE Acc zero() { return simd::accumulator(); }
-  static PTKIT_INLINE Halves load_w(const T* p) { return {_mm_loadu_ps(p), _mm_loadu_ps(p + 4)}; }
-  static PTKIT_INLINE Halves load_x(const XT* p) { return load_w(p); }
-  static PTKIT_INLINE Acc madd(Halves x, Halves w, Acc c) { return simd::madd_halves(x, w, c); }
-  static PTKIT_INLINE f32x8 fold(Acc a) { return simd::whole(a); }
-  static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) { FmaF32x8<F32>::pack(src, dst, len); }
-  static PTKIT_INLINE float x1(const XT* p) { return *p; }
-  static constexpr bool kPackedIsStored = true;  // fp32 x is read where it is
-};
-
-struct Bf16PairsSse2 {
-  using T = uint16_t;
-  using XT = float;
-  using Acc = Halves;
-  struct Pair {
-    Halves even, odd;
-  };
-  static constexpr int kStep = Bf16PairsF32x8::kStep;
-  static constexpr Blocking kBlocking{2, 2, 1, 4};
-  static PTKIT_INLINE Acc zero() { return F32Sse2::zero(); }
-  static PTKIT_INLINE Pair load_w(const T* p) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8));
-    const __m128i upper = _mm_set1_epi32(static_cast<int>(0xffff0000u));
-    return {{_mm_castsi128_ps(_mm_slli_epi32(lo, 16)), _mm_castsi128_ps(_mm_slli_epi32(hi, 16))},
-            {_mm_castsi128_ps(_mm_and_si128(lo, upper)), _mm_castsi128_ps(_mm_and_si128(hi, upper))}};
-  }
-  static PTKIT_INLINE Pair load_x(const XT* p) { return {F32Sse2::load_x(p), F32Sse2::load_x(p + kWidth)}; }
-  static PTKIT_INLINE Acc madd(Pair x, Pair w, Acc c) {
-    return simd::madd_halves(x.odd, w.odd, simd::madd_halves(x.even, w.even, c));
-  }
-  static PTKIT_INLINE f32x8 fold(Acc a) { return simd::whole(a); }
-  static PTKIT_INLINE void pack(const T* src, XT* dst, int64_t len) { Bf16PairsF32x8::pack(src, dst, len); }
-  static PTKIT_INLINE float x1(const XT* p) { return *p; }
-  static constexpr bool kPackedIsStored = false;
-};
-#endif
 
 #if defined(PTKIT_SIMD_AVX512)
 // The lane sums of a 16-lane accumulator, as 8 lanes.

@@ -245,31 +245,27 @@ PTKIT_INLINE f32x8 fnmadd(f32x8 a, f32x8 b, f32x8 c) {
 #endif
 }
 
-// An f32x8 carried from one loop iteration to the next (a sum), added to by fmadd_into.
-// On SSE2 GCC keeps a generic 32-byte vector carried that way on the stack, stored and
-// loaded every step: there it is two named SSE registers (Halves), which stay in
-// registers, with the same rounding lane by lane (no FMA: a multiply, then an add).
+// An f32x8 carried from one loop iteration to the next (a sum: rms_norm's, the GEMV's),
+// added to by fmadd_into. On SSE2 GCC keeps a generic 32-byte vector carried that way on
+// the stack, stored and loaded every step: there it is two named SSE registers,
+// which stay in registers, with the same rounding lane by lane (no FMA: a multiply, then
+// an add).
 #if defined(PTKIT_SIMD_SSE2)
-struct Halves {
+struct Accumulator {
   __m128 lo, hi;
 };
-PTKIT_INLINE Halves halves(f32x8 v) {
-  Halves h;
-  std::memcpy(&h, &v, sizeof h);
-  return h;
+PTKIT_INLINE Accumulator accumulator() { return {_mm_setzero_ps(), _mm_setzero_ps()}; }
+PTKIT_INLINE Accumulator fmadd_into(f32x8 a, f32x8 b, Accumulator c) {
+  __m128 ah[2], bh[2];  // by memcpy, which GCC keeps in registers (see sse2_halves)
+  std::memcpy(ah, &a, sizeof ah);
+  std::memcpy(bh, &b, sizeof bh);
+  return {_mm_add_ps(_mm_mul_ps(ah[0], bh[0]), c.lo), _mm_add_ps(_mm_mul_ps(ah[1], bh[1]), c.hi)};
 }
-PTKIT_INLINE f32x8 whole(Halves h) {
+PTKIT_INLINE f32x8 value(Accumulator c) {
   f32x8 v;
-  std::memcpy(&v, &h, sizeof v);
+  std::memcpy(&v, &c, sizeof v);
   return v;
 }
-PTKIT_INLINE Halves madd_halves(Halves a, Halves b, Halves c) {
-  return {_mm_add_ps(_mm_mul_ps(a.lo, b.lo), c.lo), _mm_add_ps(_mm_mul_ps(a.hi, b.hi), c.hi)};
-}
-using Accumulator = Halves;
-PTKIT_INLINE Accumulator accumulator() { return {_mm_setzero_ps(), _mm_setzero_ps()}; }
-PTKIT_INLINE Accumulator fmadd_into(f32x8 a, f32x8 b, Accumulator c) { return madd_halves(halves(a), halves(b), c); }
-PTKIT_INLINE f32x8 value(Accumulator c) { return whole(c); }
 #else
 using Accumulator = f32x8;
 PTKIT_INLINE Accumulator accumulator() { return zero(); }
