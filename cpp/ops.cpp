@@ -31,18 +31,20 @@ void check_cpu(const char* op, const char* arg, const Tensor& t) {
 // more in scheduling than they gain.
 constexpr int64_t kMinElementsPerTask = 32768;
 
-// Outputs of at least this many bytes are written with streaming stores (kernels.h's
-// stream_output): too large to stay in the cache for whoever reads them next, they
-// would only evict the inputs, and a plain store reads each line before writing it.
-// Below it, the output stays cached for the next op. 16 MiB: about what a 32 MiB L3 (the
-// 2-core EPYC of benchmarks/results) keeps beside the inputs. There, streaming took
-// silu_and_mul(out=) of [4096, 8192] fp32 from 9.2 to 6.3 ms, rms_norm(out=) of
-// [4096, 4096] fp32 from 5.8 to 4.8 ms.
-constexpr int64_t kStreamOutputBytes = int64_t{16} << 20;
+// Tensors of at least this many bytes do not stay in the cache from one op to the next.
+// 16 MiB: about what a 32 MiB L3 (the 2-core EPYC of benchmarks/results) keeps beside
+// the other operands.
+constexpr int64_t kCachedBytes = int64_t{16} << 20;
 
-bool stream_output(const Tensor& y) {
-  return y.numel() * static_cast<int64_t>(y.element_size()) >= kStreamOutputBytes;
+bool too_large_for_caches(const Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size()) >= kCachedBytes;
 }
+
+// Such outputs are written with streaming stores (kernels.h's stream_output): they would
+// only evict the inputs, and a plain store reads each line before writing it. There,
+// streaming took silu_and_mul(out=) of [4096, 8192] fp32 from 9.2 to 6.3 ms,
+// rms_norm(out=) of [4096, 4096] fp32 from 5.8 to 4.8 ms.
+bool stream_output(const Tensor& y) { return too_large_for_caches(y); }
 
 // out= of the elementwise ops: on the CPU, then op_support's layout rule.
 void check_out(const char* op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& sizes) {
@@ -152,7 +154,7 @@ Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::st
     Tensor y = new_empty(x, out_sizes);
     if (y.numel() == 0) return y;
     const k::LinearArgs args{x.const_data_ptr(), weight.const_data_ptr(), bias_ptr, y.mutable_data_ptr(),
-                             rows, kdim, n, kdim, kdim, n, act, dtype};
+                             rows, kdim, n, kdim, kdim, n, act, dtype, too_large_for_caches(weight)};
     // Split n in whole tiles of the kernel's 8 output columns (its epilogue vector).
     constexpr int64_t kTile = 8;
     const int64_t tiles = (n + kTile - 1) / kTile;
@@ -168,7 +170,7 @@ Tensor fused_linear(Tensor x, Tensor weight, std::optional<Tensor> bias, std::st
   auto [x2d, y] = library_linear(x, weight, rows);
   if ((bias.has_value() || act != k::Activation::none) && y.numel() > 0) {
     const k::LinearArgs args{x2d.const_data_ptr(), weight.const_data_ptr(), bias_ptr, y.mutable_data_ptr(),
-                             rows, kdim, n, kdim, kdim, n, act, dtype};
+                             rows, kdim, n, kdim, kdim, n, act, dtype, false};
     const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / std::max<int64_t>(1, n));
     torch::stable::parallel_for(0, rows, grain,
                                 [&](int64_t b, int64_t e) { kernels.bias_activation(args, b, e); });

@@ -362,6 +362,14 @@ XBlock<typename D::XT> pack_x(const LinearArgs& a, int64_t chunk) {
   return xb;
 }
 
+// Asks for `rows` weight rows' [0, len) into L2, a cache line at a time.
+template <class T>
+PTKIT_INLINE void prefetch_rows(const T* w, int64_t ws, int rows, int64_t len) {
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < len; c += kLine) simd::prefetch_to_l2(w + r * ws + c);
+}
+
 template <class E, class D, int NR, int MR_MAX>
 void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   using T = typename E::T;
@@ -393,8 +401,14 @@ void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
     for (int64_t j = 0; j < m; ++j)
       for (int i = 0; i < kTileN; ++i) acc[j][i] = D::zero();
 
+    // Weights from memory: the next tile's are asked for, chunk by chunk, while this
+    // tile computes (the hardware prefetchers, following 8 rows in pieces of a chunk,
+    // left the reads and the FMAs to run in turn). In cache it would only cost.
+    const int next_rows =
+        a.prefetch_weights ? static_cast<int>(std::clamp<int64_t>(n_end - n0 - kTileN, 0, kTileN)) : 0;
     for (int64_t k0 = 0; k0 < kv; k0 += chunk) {
       const int64_t len = std::min(chunk, kv - k0);
+      if (next_rows > 0) prefetch_rows(w + (n0 + kTileN) * ws + k0, ws, next_rows, len);
       for (int g = 0; g < groups; ++g) {
         const int m0 = group_begin[g];
         const int mr = group_begin[g + 1] - m0;

@@ -4,7 +4,8 @@
 // path MSVC compiles). Inputs: fixed pseudo-random values of a moderate range with about
 // one in ten a random bit pattern (NaN, infinities, subnormals, huge), every dtype, row
 // lengths around the vector widths, every activation, with and without bias; rms_norm and
-// silu_and_mul also with streaming stores (stream_output), into 32-byte aligned outputs.
+// silu_and_mul also with streaming stores (stream_output), into 32-byte aligned outputs,
+// and the GEMV with its weights asked for ahead (prefetch_weights) where n is over a tile.
 //
 // Prints one line per kernel and dtype (cases, differing outputs, largest difference)
 // and exits 1 when any output differs by more than `max_ulps` (argv[1], default 0).
@@ -205,7 +206,7 @@ int main(int argc, char** argv) {
               for (int b = 0; b < 2; ++b) {
                 y[b].assign(m * n * size, 0);
                 LinearArgs a{x.data(), w.data(), with_bias ? bias.data() : nullptr, y[b].data(), m, k, n, k, k, n,
-                             static_cast<Activation>(act), t};
+                             static_cast<Activation>(act), t, /*prefetch_weights=*/n > 8};
                 builds[b]->gemv(a, 0, n);
                 a.y = z[b].data();  // the large-m path's epilogue, on y already computed
                 builds[b]->bias_activation(a, 0, m);

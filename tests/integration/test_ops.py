@@ -299,7 +299,7 @@ def test_out_writes_what_the_op_returns(shape: tuple[int, ...], dtype: torch.dty
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
 def test_outputs_of_16_mib_stream_and_match(dtype: torch.dtype) -> None:
     """Outputs of 16 MiB or more are written with streaming stores (ops.cpp's
-    kStreamOutputBytes) where they start 32-byte aligned, as a fresh tensor does; an out=
+    kCachedBytes) where they start 32-byte aligned, as a fresh tensor does; an out=
     that starts 4 or 2 bytes further on takes the plain stores. Both give the same bits,
     and match the reference."""
     rows = (16 << 20) // (4096 * torch.finfo(dtype).bits // 8)
@@ -317,6 +317,26 @@ def test_outputs_of_16_mib_stream_and_match(dtype: torch.dtype) -> None:
         reference = getattr(ptkit_ops, f"{op}_reference")(x, *args)
         bound = rms_norm_error_bound(reference) if op == "rms_norm" else silu_error_bound(reference)
         assert_matches(streamed, reference, dtype, bound=bound)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
+def test_decode_gemv_asks_for_16_mib_of_weights_ahead_with_the_same_bits(
+    dtype: torch.dtype,
+) -> None:
+    """Weights of 16 MiB or more (ops.cpp's kCachedBytes) are asked for a tile ahead
+    (LinearArgs::prefetch_weights); the sums are those of the GEMV without it: one tile
+    fewer rows, just under the size, gives the same bits for the columns both have."""
+    k = 1024
+    n = (16 << 20) // (k * torch.finfo(dtype).bits // 8)
+    w = _randn(n, k, dtype=dtype, scale=1 / 32)
+    b = _randn(n, dtype=dtype)
+    for m in (1, 4):
+        x = _randn(m, k, dtype=dtype)
+        ahead = ptkit_ops.fused_linear(x, w, b, "silu")
+        plain = ptkit_ops.fused_linear(x, w[: n - 8], b[: n - 8], "silu")
+        assert torch.equal(ahead[:, : n - 8], plain), m
+        reference = ptkit_ops.fused_linear_reference(x, w, b, "silu")
+        assert_matches(ahead, reference, dtype, bound=linear_error_bound(x, w, b))
 
 
 def test_out_bumps_the_version_so_a_backward_that_saved_it_is_refused() -> None:

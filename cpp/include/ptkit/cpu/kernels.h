@@ -59,6 +59,7 @@ struct LinearArgs {
   int64_t y_row_stride;
   Activation activation;
   DType dtype;
+  bool prefetch_weights;  // w too large for the caches: the GEMV asks for each tile's ahead
 };
 // Decode GEMV (m <= kGemvMaxRows): every row of x, outputs [n_begin, n_end), with
 // bias and activation applied while each output is still in registers.

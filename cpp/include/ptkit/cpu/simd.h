@@ -316,6 +316,15 @@ PTKIT_INLINE void prefetch(const void* p) {
   __builtin_prefetch(p, 0, 3);
 #endif
 }
+// The same into L2 only (for data wanted thousands of cycles later, which would push
+// the lines in use out of L1).
+PTKIT_INLINE void prefetch_to_l2(const void* p) {
+#if defined(_MSC_VER) && !defined(__clang__)
+  static_cast<void>(p);
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
 PTKIT_INLINE bool streamable(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
 // Orders the streaming stores before whatever this thread does next (they are weakly
 // ordered): the op's threads are joined after it, and the output read.
