@@ -33,18 +33,16 @@ constexpr int64_t kMinElementsPerTask = 32768;
 
 // Tensors of at least this many bytes do not stay in the cache from one op to the next.
 // 16 MiB: about what a 32 MiB L3 (the 2-core EPYC of benchmarks/results) keeps beside
-// the other operands.
+// the other operands. Such outputs are written with streaming stores (kernels.h's
+// stream_output): they would only evict the inputs, and a plain store reads each line
+// before writing it (there: silu_and_mul(out=) of [4096, 8192] fp32 9.2 -> 6.3 ms,
+// rms_norm(out=) of [4096, 4096] fp32 5.8 -> 4.8 ms). Such weights the GEMV asks for
+// ahead (kernels.h's prefetch_weights).
 constexpr int64_t kCachedBytes = int64_t{16} << 20;
 
 bool too_large_for_caches(const Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size()) >= kCachedBytes;
 }
-
-// Such outputs are written with streaming stores (kernels.h's stream_output): they would
-// only evict the inputs, and a plain store reads each line before writing it. There,
-// streaming took silu_and_mul(out=) of [4096, 8192] fp32 from 9.2 to 6.3 ms,
-// rms_norm(out=) of [4096, 4096] fp32 from 5.8 to 4.8 ms.
-bool stream_output(const Tensor& y) { return too_large_for_caches(y); }
 
 // out= of the elementwise ops: on the CPU, then op_support's layout rule.
 void check_out(const char* op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& sizes) {
@@ -57,7 +55,7 @@ void rms_norm_into(const Tensor& x, const Tensor& weight, double eps, k::DType d
   const int64_t cols = x.size(-1);
   if (y.numel() == 0) return;
   const k::RmsNormArgs args{x.const_data_ptr(), weight.const_data_ptr(), y.mutable_data_ptr(),
-                            cols, cols, cols, static_cast<float>(eps), dtype, stream_output(y)};
+                            cols, cols, cols, static_cast<float>(eps), dtype, too_large_for_caches(y)};
   const k::RmsNormFn fn = k::select_kernels().rms_norm;
   const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / cols);
   torch::stable::parallel_for(0, leading_rows(x), grain, [&](int64_t b, int64_t e) { fn(args, b, e); });
@@ -95,7 +93,7 @@ void silu_and_mul_into(const Tensor& x, k::DType dtype, Tensor& y) {
   const int64_t width = x.size(-1);
   const int64_t d = width / 2;
   if (y.numel() == 0) return;
-  const k::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), d, width, d, dtype, stream_output(y)};
+  const k::SiluAndMulArgs args{x.const_data_ptr(), y.mutable_data_ptr(), d, width, d, dtype, too_large_for_caches(y)};
   const k::SiluAndMulFn fn = k::select_kernels().silu_and_mul;
   // Tiles of one row's columns, so that a single long row is still split across threads.
   constexpr int64_t kTile = 4096;

@@ -367,7 +367,7 @@ template <class T>
 PTKIT_INLINE void prefetch_rows(const T* w, int64_t ws, int rows, int64_t len) {
   constexpr int64_t kLine = 64 / sizeof(T);
   for (int r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < len; c += kLine) simd::prefetch_to_l2(w + r * ws + c);
+    for (int64_t c = 0; c < len; c += kLine) simd::prefetch<simd::CacheLevel::l2>(w + r * ws + c);
 }
 
 template <class E, class D, int NR, int MR_MAX>

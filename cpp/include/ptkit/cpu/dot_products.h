@@ -15,11 +15,11 @@
 //
 // FmaF32x8    every level: fp32 FMAs on 8 lanes, x and w widened to fp32
 // Bf16PairsF32x8 bf16 below AVX-512: the same, weights widened as even / odd pairs
-// The 8-lane accumulators are simd::Accumulator (two SSE registers on x86-64's baseline,
-// where GCC spilled its generic 32-byte vectors carried through the loop; same sums).
 // FmaF32x16   x86-64-v4 and up: the same on 16 lanes (AVX-512F)
 // Bf16DotX86  avx512-bf16 and up, bf16 only: vdpbf16ps, 32 products per instruction
 // Bf16DotNeon neon-bf16, bf16 only: BFDOT, 8 products per instruction
+// The 8-lane policies' accumulators are simd::Accumulator (two SSE registers on x86-64's
+// baseline, where GCC spilled its generic 32-byte vectors carried through the loop).
 // The bf16 dot products treat subnormal inputs as zero (the instructions do, like
 // torch's own bf16 matmuls on these CPUs) and add each pair of products before the sum.
 #pragma once
