@@ -144,6 +144,28 @@ def test_silu_and_mul_looks_up_every_16_bit_gate_as_it_computes_it(dtype: torch.
     assert_matches(looked_up, reference, dtype, bound=silu_error_bound(reference))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids.get)
+def test_silu_and_mul_gives_a_gate_the_same_bits_wherever_it_sits(dtype: torch.dtype) -> None:
+    """silu takes a shorter way where every lane of a vector (8 lanes, 4 on SSE2) has its
+    gate at or above -87, and otherwise a scaled one that rounds alike there, so a gate's
+    result must not depend on its neighbours. Gates on both sides of -87, and far from it,
+    in every rotation of one row (the vector loops) and each alone (a row's tail)."""
+    edge = [-110.5, -104.0, -95.0, -88.8, -88.0, -87.01, -86.99, -50.0, -16.7, -1.0, -1e-3]
+    far = [0.0, 0.7, 3.0, 20.0, 87.9, 88.5, 95.0, -1e4, 1e4, math.inf, -math.inf, math.nan, -30.0]
+    gates = torch.tensor([*edge, *far]).to(dtype)
+    ups = _randn(len(gates), dtype=dtype, scale=3.0)
+    rotations = range(len(gates))
+    in_rows = ptkit_ops.silu_and_mul(
+        torch.stack([torch.cat([gates.roll(r), ups.roll(r)]) for r in rotations])
+    )
+    alone = ptkit_ops.silu_and_mul(torch.stack([gates, ups], dim=1)).flatten()
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    for r in rotations:
+        got = in_rows[r].roll(-r)
+        same = (got.view(bits) == alone.view(bits)) | (got.isnan() & alone.isnan())
+        assert bool(same.all()), (r, gates[~same].tolist(), got[~same].tolist(), alone[~same])
+
+
 # (rows of x, K, N): decode rows 1..16 take the GEMV, 17+ the library GEMM + epilogue.
 # On amx-bf16, bf16 rows 4..16 with K >= 32 take the tile unit for whole blocks of 32
 # outputs (the rest, and the K tail past a multiple of 32, the dot products): (4, 97, 70)

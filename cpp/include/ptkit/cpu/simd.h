@@ -255,6 +255,39 @@ PTKIT_INLINE f32x8 fnmadd(f32x8 a, f32x8 b, f32x8 c) {
 #endif
 }
 
+// x86-64 below x86-64-v3 (SSE2, x86-64-v2) has no FMA: there fmadd rounds twice, a
+// multiply and then an add, and some formulas are ordered for that (exp_reduce).
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(__FMA__) && !defined(PTKIT_SIMD_PORTABLE_FMA)
+#define PTKIT_SIMD_UNFUSED 1
+#endif
+
+#if defined(PTKIT_SIMD_SSE2)
+// One SSE register's lanes, for the long formulas (silu) that run on an f32x8's halves one
+// after the other: on a whole f32x8, which GCC splits into two registers operation by
+// operation, they outgrow SSE2's 16 registers and spill.
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+PTKIT_INLINE i32x4 as_i(f32x4 v) { return bit_cast<i32x4>(v); }
+PTKIT_INLINE f32x4 as_f(i32x4 v) { return bit_cast<f32x4>(v); }
+PTKIT_INLINE f32x4 fmadd(f32x4 a, f32x4 b, f32x4 c) { return a * b + c; }
+PTKIT_INLINE f32x4 fnmadd(f32x4 a, f32x4 b, f32x4 c) { return c - a * b; }
+PTKIT_INLINE f32x4 max_nan(f32x4 lo, f32x4 x) {
+  return bit_cast<f32x4>(_mm_max_ps(bit_cast<__m128>(lo), bit_cast<__m128>(x)));
+}
+PTKIT_INLINE f32x4 min_nan(f32x4 hi, f32x4 x) {
+  return bit_cast<f32x4>(_mm_min_ps(bit_cast<__m128>(hi), bit_cast<__m128>(x)));
+}
+PTKIT_INLINE bool any(i32x4 mask) { return _mm_movemask_ps(bit_cast<__m128>(mask)) != 0; }
+#endif
+// v in every lane of V (an f32x8, or the f32x4 above).
+template <class V>
+PTKIT_INLINE V splat_as(float v) {
+  if constexpr (sizeof(V) == sizeof(f32x8)) {
+    return splat(v);
+  } else {
+    return V{v, v, v, v};
+  }
+}
+
 // An f32x8 carried from one loop iteration to the next (a sum: rms_norm's, the GEMV's),
 // added to by fmadd_into. On SSE2 GCC keeps a generic 32-byte vector carried that way on
 // the stack, stored and loaded every step: there it is its two halves as named SSE
@@ -513,51 +546,69 @@ PTKIT_INLINE f32x4 hsum4(f32x8 a, f32x8 b, f32x8 c, f32x8 d) {
 // ---------------------------------------------------------------------------
 // Math.
 
-// e^x = p * s1 * s2, within ~1 ulp over the whole fp32 range (measured over every 31st
-// float: at most 1.03 ulp with FMA, 1.31 without); no libm / libmvec. x = n ln2 + r with
-// |r| <= ln2/2 (Cody-Waite, two-constant ln2: exact without FMA), e^r = p by a degree-6
-// polynomial, 1 + r (c1 + r (c2 + ...)) by Horner's scheme (one FMA a degree; minimax
-// for relative error, fitted in this order: two instructions fewer than Cephes' degree-7
-// 1 + r + r^2 P(r) by Estrin's, for the same silu error), 2^n = s1 * s2 from exponent
+// e^x = p * s1 * s2, within ~1 ulp over the whole fp32 range (measured over every 7th
+// float in (-104, 89): at most 1.04 ulp with FMA, 1.13 without); no libm / libmvec.
+// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-constant ln2: exact without FMA),
+// e^r = p by a degree-6 polynomial, 1 + r (c1 + r (c2 + ...)) by Horner's scheme (one FMA
+// a degree; minimax for relative error, fitted in this order: two instructions fewer than
+// Cephes' degree-7 1 + r + r^2 P(r) by Estrin's, for the same silu error; without FMA
+// another order, see exp_reduce), 2^n = s1 * s2 from exponent
 // bits in two halves, so that subnormal results and the overflow edge come out right:
 // x > 88.72… gives +inf, x < -103.97… gives +0, NaN stays NaN. (The clamp at -110
 // rather than -104 keeps x e^x exact for silu down to where it rounds to 0.)
 // exp_reduce is the range reduction and polynomial that exp() and silu() share:
 // e^a = er * 2^n with er in [~0.7, ~1.4], n = round(a / ln2) by the 1.5 * 2^23 trick
 // (t's low mantissa bits hold n + 127); the caller clamps a so that 2^n stays in range.
+template <class V>
 struct ExpReduced {
-  f32x8 er;
-  i32x8 n;
-  f32x8 nf;     // n as a float
-  f32x8 two_n;  // 2^n where n is in [-126, 127] (0 at n = -127): one shift of t's bits
+  using I = decltype(as_i(V{}));
+  V er;
+  I n;
+  V nf;     // n as a float
+  V two_n;  // 2^n where n is in [-126, 127] (0 at n = -127): one shift of t's bits
 };
 // e^a for a = x (Negate false) or a = -x (Negate true). The negated form carries the
 // sign in the FMAs instead of negating x first (one instruction fewer): r' = -r and
 // c - q r' = c + q r, so every step rounds as exp_reduce(-x) would, bit for bit.
-template <bool Negate = false>
-PTKIT_INLINE ExpReduced exp_reduce(f32x8 x) {
-  const auto mad = [](f32x8 q, f32x8 r, f32x8 c) {  // c + q * r, r the reduced argument
+template <bool Negate = false, class V>
+PTKIT_INLINE ExpReduced<V> exp_reduce(V x) {
+  const auto mad = [](V q, V r, V c) {  // c + q * r, r the reduced argument
     if constexpr (Negate) {
       return fnmadd(q, r, c);
     } else {
       return fmadd(q, r, c);
     }
   };
+  const auto k = [](float v) { return splat_as<V>(v); };
   // 1.5 * 2^23 + 127: t's bits are magic's + n, so their low 9 bits are n + 127, the
   // biased exponent of 2^n.
-  const f32x8 magic = splat(12583039.0f);
-  const f32x8 log2e = splat(1.44269504088896341f);
-  const f32x8 t = Negate ? fnmadd(x, log2e, magic) : fmadd(x, log2e, magic);
+  const V magic = k(12583039.0f);
+  const V log2e = k(1.44269504088896341f);
+  const V t = Negate ? fnmadd(x, log2e, magic) : fmadd(x, log2e, magic);
   // n, or -n where negated (both exact): x - s ln2 = ±r.
-  const f32x8 s = Negate ? magic - t : t - magic;
-  f32x8 r = fnmadd(s, splat(0.693359375f), x);
-  r = fnmadd(s, splat(-2.12194440e-4f), r);
-  f32x8 p = mad(splat(1.384364441e-3f), r, splat(8.374163881e-3f));
-  p = mad(p, r, splat(4.166800156e-2f));
-  p = mad(p, r, splat(1.666643173e-1f));
-  p = mad(p, r, splat(4.999999404e-1f));
-  p = mad(p, r, splat(1.0f));
-  return {mad(p, r, splat(1.0f)), as_i(t) - as_i(magic), Negate ? -s : s, as_f(as_i(t) << 23)};
+  const V s = Negate ? magic - t : t - magic;
+  V r = fnmadd(s, k(0.693359375f), x);
+  r = fnmadd(s, k(-2.12194440e-4f), r);
+#if defined(PTKIT_SIMD_UNFUSED)
+  // Without FMA each step is a multiply and then an add, and Horner's chain of twelve had
+  // SSE2's silu waiting on it: here the same polynomial as 1 + (r + r^2 q(r)), q by powers
+  // of r^2 (two thirds of the chain's latency, one add more). SSE2 fp32 silu_and_mul in
+  // cache, one Zen 4 core: 35.1 -> 31.6 cycles per 8 outputs; exp's worst error 1.33 ->
+  // 1.13 ulp, silu's 2.42 -> 2.40, means unchanged. With FMA: slower, no more accurate.
+  const V r2 = r * r;
+  const V b = mad(k(1.666643173e-1f), r, k(4.999999404e-1f));
+  const V c = mad(k(8.374163881e-3f), r, k(4.166800156e-2f));
+  const V q = fmadd(fmadd(k(1.384364441e-3f), r2, c), r2, b);
+  const V er = k(1.0f) + (Negate ? fmadd(r2, q, -r) : fmadd(r2, q, r));
+#else
+  V p = mad(k(1.384364441e-3f), r, k(8.374163881e-3f));
+  p = mad(p, r, k(4.166800156e-2f));
+  p = mad(p, r, k(1.666643173e-1f));
+  p = mad(p, r, k(4.999999404e-1f));
+  p = mad(p, r, k(1.0f));
+  const V er = mad(p, r, k(1.0f));
+#endif
+  return {er, as_i(t) - as_i(magic), Negate ? -s : s, as_f(as_i(t) << 23)};
 }
 
 struct ExpParts {
@@ -566,7 +617,7 @@ struct ExpParts {
 PTKIT_INLINE ExpParts exp_parts(f32x8 x) {
   // Clamp (a NaN passes through unchanged).
   x = min_nan(splat(89.0f), max_nan(splat(-110.0f), x));
-  const ExpReduced e = exp_reduce(x);
+  const ExpReduced<f32x8> e = exp_reduce(x);
   // n in [-159, 128], so both halves are normal numbers.
   const i32x8 n1 = e.n >> 1;
   const i32x8 n2 = e.n - n1;
@@ -593,44 +644,61 @@ PTKIT_INLINE f32x8 negative_infinity_to_minus_zero(f32x8 x, f32x8 y) {
 // accurate down to the subnormals (x e^x), and x < -110 (rounds to 0) and -inf
 // give -0 (the plain formula: -inf / inf = NaN). +inf gives +inf, NaN stays NaN.
 // Both ways round alike wherever the plain one applies (the scaling by 2^-m is exact
-// there), so a value's result does not depend on its neighbours. The plain way exists at
-// x86-64-v3 only, where an f32x8 is one register and it takes a quarter fewer
-// instructions: on two-register f32x8s (SSE2, NEON) GCC keeps the lanes in memory across
-// the branch (slower than no branch). From x86-64-v4 the scaling is vscalefps (below),
-// a few instructions; the branch was not tried there (no AVX-512 CPU at hand).
-PTKIT_INLINE f32x8 silu(f32x8 x) {
-#if defined(PTKIT_SIMD_X86_INTRINSICS) && defined(__AVX__) && !defined(PTKIT_SIMD_AVX512)
-  if (!any(x < splat(-87.0f))) {
+// there), so a value's result does not depend on its neighbours. The plain way is taken
+// where V is one register: an f32x8 from x86-64-v3 up, each f32x4 half on SSE2 (silu
+// below); on NEON's two-register f32x8 GCC kept the lanes in memory across the branch
+// (slower than no branch; not tried there on halves: no Arm CPU at hand). From x86-64-v4
+// the scaling is vscalefps (below), and the plain way still saves a quarter: fp32
+// silu_and_mul in cache on one Zen 4 core 12.0 -> 9.0 cycles per 8 outputs, the same bits.
+template <class V>
+PTKIT_INLINE V silu_lanes(V x) {
+  const auto k = [](float v) { return splat_as<V>(v); };
+#if defined(PTKIT_SIMD_X86_INTRINSICS) || defined(PTKIT_SIMD_SSE2)
+  if (!any(x < k(-87.0f))) {
     // x > 88 (E = 0 at n = -127) and +inf give x itself, as below.
-    const ExpReduced e = exp_reduce<true>(min_nan(splat(88.0f), x));
-    return x / fmadd(e.er, e.two_n, splat(1.0f));
+    const ExpReduced<V> e = exp_reduce<true>(min_nan(k(88.0f), x));
+    return x / fmadd(e.er, e.two_n, k(1.0f));
   }
 #endif
-  const f32x8 xl = max_nan(splat(-110.0f), x);  // a NaN passes through
+  const V xl = max_nan(k(-110.0f), x);  // a NaN passes through
   // E = e^-min(x, 88): 1 + E == 1 beyond 88.
-  const ExpReduced e = exp_reduce<true>(min_nan(splat(88.0f), xl));
-  const f32x8 er = e.er;
+  const ExpReduced<V> e = exp_reduce<true>(min_nan(k(88.0f), xl));
+  const V er = e.er;
 #if defined(PTKIT_SIMD_AVX512)
   // vscalefps multiplies by 2^k for any k with one rounding, where the exponent-field
   // arithmetic below needs two normal halves: a third fewer instructions (the results
   // differ only where x 2^-m is subnormal, by that one rounding).
-  const f32x8 m = max_nan(zero(), e.nf);
-  const auto scale = [](f32x8 v, f32x8 k) { return bit_cast<f32x8>(_mm256_scalef_ps(bit_cast<__m256>(v), bit_cast<__m256>(k))); };
-  const f32x8 inv = scale(splat(1.0f), -m);
-  return scale(xl, -m) / fmadd(er, scale(splat(1.0f), e.nf - m), inv);
+  const V m = max_nan(zero(), e.nf);
+  const auto scale = [](V v, V by) { return bit_cast<V>(_mm256_scalef_ps(bit_cast<__m256>(v), bit_cast<__m256>(by))); };
+  const V inv = scale(k(1.0f), -m);
+  return scale(xl, -m) / fmadd(er, scale(k(1.0f), e.nf - m), inv);
 #else
-  const i32x8 ni = e.n;
+  using I = typename ExpReduced<V>::I;
+  const I ni = e.n;
   // n in [-127, 159]; m in [0, 159] as 2^-m1 2^-m2 (normal halves), n - m in [-127, 0].
   // max(n, 0) as n & ~(n >> 31): a compare-and-select is max to GCC, which it computes one
   // lane at a time where the ISA has no packed integer max (SSE2: x86-64's baseline).
-  const i32x8 m = ni & ~(ni >> 31);
-  const i32x8 m1 = m >> 1;
-  const i32x8 m2 = m - m1;
-  const f32x8 inv1 = as_f((splat_i(127) - m1) << 23);
-  const f32x8 inv2 = as_f((splat_i(127) - m2) << 23);
-  const f32x8 num = xl * inv1 * inv2;  // exact unless subnormal (then one rounding)
-  const f32x8 den = fmadd(er, as_f(((ni - m) + 127) << 23), inv1 * inv2);
+  const I m = ni & ~(ni >> 31);
+  const I m1 = m >> 1;
+  const I m2 = m - m1;
+  const V inv1 = as_f((127 - m1) << 23);
+  const V inv2 = as_f((127 - m2) << 23);
+  const V num = xl * inv1 * inv2;  // exact unless subnormal (then one rounding)
+  const V den = fmadd(er, as_f(((ni - m) + 127) << 23), inv1 * inv2);
   return num / den;
+#endif
+}
+
+// On SSE2 one half after the other, each in its own registers, where GCC spilled the whole
+// f32x8's and reloaded every constant: fp32 silu_and_mul in cache, one Zen 4 core, 48.9 ->
+// 35.1 cycles per 8 outputs (31.6 with exp_reduce's order for no FMA).
+PTKIT_INLINE f32x8 silu(f32x8 x) {
+#if defined(PTKIT_SIMD_SSE2)
+  const Sse2Halves h = sse2_split(x);
+  return sse2_join({bit_cast<__m128>(silu_lanes(bit_cast<f32x4>(h.lo))),
+                    bit_cast<__m128>(silu_lanes(bit_cast<f32x4>(h.hi)))});
+#else
+  return silu_lanes(x);
 #endif
 }
 
