@@ -289,12 +289,24 @@ void bias_activation(const LinearArgs& a, int64_t row_begin, int64_t row_end) {
 // (dot_products.h); on amx-bf16 the tile unit takes bf16 first (gemv_amx.h).
 
 constexpr int kTileN = 8;  // output columns per tile (the epilogue's vector)
-// k elements per chunk (a multiple of the policy's step): long chunks when one or two
-// x rows make each chunk little work, else 16 steps (x chunk of 16 rows: 8 KiB for 8
-// fp32 lanes, 16 KiB for 16 lanes or 32 bf16), so that the accumulators' reload
-// between chunks stays small next to the chunk's products.
+// k elements per chunk (a multiple of the policy's step). Weights in cache: long chunks
+// when one or two x rows make each chunk little work, else 16 steps (x chunk of 16 rows:
+// 8 KiB for 8 fp32 lanes, 16 KiB for 16 lanes or 32 bf16), so that the accumulators'
+// reload between chunks stays small next to the chunk's products. Weights from memory
+// (prefetch_weights), where each chunk asks for the next tile's 8 rows of it at once:
+// short chunks, so that those requests come in small bursts, 128 elements for up to 4
+// rows, beyond that 512 bytes of a row (at most 16 steps). Zen 4, 2 threads, 4096 x 4096
+// from memory, time against the chunks for the cache (two interleaved runs): 1-2 rows
+// 0.68-0.71 fp32 and 0.80-0.91 bf16 on SSE2, 0.75-0.98 from x86-64-v3 up; 4-16 rows
+// 0.81-0.90 at x86-64-v4 (fp32) and avx512-bf16, 0.96-1.05 elsewhere. In cache they
+// would cost (x86-64-v3 fp32, one row: 0.16 -> 0.21 cycles per weight).
 template <class D>
-PTKIT_INLINE int64_t chunk_for(int64_t m) {
+PTKIT_INLINE int64_t chunk_for(int64_t m, bool weights_from_memory) {
+  if (weights_from_memory) {
+    constexpr int64_t kShort = 128, kRowBytes = 512;
+    static_assert(kShort % D::kStep == 0 && kRowBytes / sizeof(typename D::T) % D::kStep == 0);
+    return m <= 4 ? kShort : std::min<int64_t>(16 * D::kStep, kRowBytes / sizeof(typename D::T));
+  }
   return m <= 2 ? std::max(512, 16 * D::kStep) : 16 * D::kStep;
 }
 
@@ -383,7 +395,7 @@ void gemv_tiles(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   T* y = static_cast<T*>(a.y);
 
   // x with one or two rows is read where it is when packing would not change it.
-  const int64_t chunk = chunk_for<D>(m);
+  const int64_t chunk = chunk_for<D>(m, a.prefetch_weights);
   XBlock<XT> xb;
   if (D::kPackedIsStored && m <= 2) {
     xb = {static_cast<const XT*>(a.x), chunk, chunk, a.x_row_stride};
