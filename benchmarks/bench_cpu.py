@@ -31,9 +31,11 @@ What is measured (per level)
       (``out=``) on both sides (torch: ``torch.mul(…, out=)`` after ``F.silu``, and
       ``F.rms_norm``'s result copied into ``out``: torch has no out= rms_norm, so its side
       pays one copy more);
-    * the machine's copy bandwidth in the same run: ``dst.copy_(src)`` on a 256 MiB
-      fp32 tensor, (read + write bytes) / time, best of several copies at the start and
-      at the end of each level's run (one batch can fall in a busy spell).
+    * the machine's copy bandwidth in the same run: ``dst.copy_(src)`` on a 64 MiB fp32
+      tensor, (read + write bytes) / time, best of a few copies right before each case
+      (``copy GB/s``: the memory's rate when that case ran), and on a 256 MiB tensor,
+      best of several copies at the start and at the end of each level's run (the
+      level's header).
 
 Timing
     torch uses all cores (``torch.set_num_threads(os.cpu_count())``) and ptkit's ops
@@ -46,9 +48,13 @@ Timing
 Bytes and bandwidth
     ``bytes`` is the minimum traffic of the op: every input read once plus every output
     written once (for fused_linear: x, W, bias and y). GB/s = bytes / ptkit time
-    (1 GB = 1e9 bytes) and ``% copy`` relates it to the copy bandwidth measured in the
-    same process. Working sets that stay in the last-level cache between calls can
-    exceed 100 %: the copy reads and writes 512 MiB, more than any cache here.
+    (1 GB = 1e9 bytes). ``% copy`` relates it to the copy timed right before the case, and
+    ``% best copy`` to the best copy of the level's run. Both are given because a
+    machine's memory rate can change within a run (on the 2-core Zen 4 VM of
+    results/results.md a 64 MiB copy takes anywhere from 30 to 60 GB/s, by spells of a
+    second or so): the first compares a case with the memory it had, the second with the
+    best this machine showed. Working sets that stay in the last-level cache between calls
+    can exceed 100 %: the copies read and write 128 / 512 MiB, more than any cache here.
 
 Allocator
     Every op without ``out=`` (ptkit's and torch's) allocates its output per call.
@@ -93,6 +99,9 @@ if "--no-thp" not in sys.argv:
 
 MiB = 1024 * 1024
 HIDDEN = 4096
+# The copy timed before each case: 64 MiB read and 64 MiB written (see "Bytes and
+# bandwidth").
+CASE_COPY_BYTES = 128 * MiB
 EPS = 1e-6
 # torch's own switches for a CPU of each level: its ATen kernels' capability, oneDNN's
 # (bf16 matmuls) and MKL's (fp32 matmuls) highest ISA. The best level measured runs torch
@@ -239,6 +248,15 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
         best = min(_run(lambda: dst.copy_(src), 1) for _ in range(4 if args.quick else 10))
         return 2 * src.numel() * src.element_size() / best
 
+    # Before each case, the best of a few copies of CASE_COPY_BYTES (read + written,
+    # well beyond the last-level cache): the memory's rate when that case ran.
+    case_src = torch.rand(CASE_COPY_BYTES // 8)
+    case_dst = torch.empty_like(case_src)
+
+    def copy_before_case() -> float:
+        best = min(_run(lambda: case_dst.copy_(case_src), 1) for _ in range(2 if args.quick else 5))
+        return CASE_COPY_BYTES / best
+
     def check(ptkit_out: torch.Tensor, torch_out: torch.Tensor, dtype: torch.dtype) -> str:
         if ptkit_out.shape != torch_out.shape or ptkit_out.dtype != torch_out.dtype:
             return f"MISMATCH shape/dtype {tuple(ptkit_out.shape)} {ptkit_out.dtype}"
@@ -261,6 +279,7 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
             case = make(dtype, size, out)
             # Compared before timing: the out= cases write into the same tensor.
             result = check(case["ptkit"]().clone(), case["torch"]().clone(), dtype)
+            case_copy_bps = copy_before_case()
             t_ptkit, t_torch, reps = time_pair(case["ptkit"], case["torch"], budget)
             t_alloc = 0.0 if out else alloc_time(*case["out"], budget)
             rows.append(
@@ -273,6 +292,7 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
                     "ratio": t_torch / t_ptkit,
                     "bytes": case["bytes"],
                     "gbs": case["bytes"] / t_ptkit / 1e9,
+                    "copy_gbs": case_copy_bps / 1e9,
                     "alloc_ms": t_alloc * 1e3,
                     "reps": reps,
                     "check": result,
@@ -282,7 +302,8 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
     copy_end = copy_bandwidth()
     copy_bps = max(copy_start, copy_end)
     for r in rows:
-        r["pct_copy"] = 100 * r["gbs"] / (copy_bps / 1e9)
+        r["pct_copy"] = 100 * r["gbs"] / r["copy_gbs"]
+        r["pct_best_copy"] = 100 * r["gbs"] / (copy_bps / 1e9)
     facts["load_average_at_end"] = _load_average()
     return {
         "machine": facts,
@@ -436,20 +457,23 @@ def to_markdown(results: dict[str, Any]) -> str:
             f"- ptkit CPU ISA in use: {facts['ptkit_cpu_isa']}; torch CPU capability "
             f"{facts['torch_cpu_capability']} (caps: {caps})",
             f"- copy bandwidth (dst.copy_(src), 256 MiB fp32, read + write, best at start / end): "
-            f"{data['copy_bandwidth_gbs']:.1f} GB/s",
+            f"{data['copy_bandwidth_gbs']:.1f} GB/s; 64 MiB before each case: "
+            f"{min(r['copy_gbs'] for r in data['rows']):.1f} to "
+            f"{max(r['copy_gbs'] for r in data['rows']):.1f} GB/s",
             f"- 1-min load average at start / end: {_fmt(facts['load_average_at_start'])} / "
             f"{_fmt(facts['load_average_at_end'])}; run took {data['elapsed_s']:.0f} s",
             "",
             "| op | dtype | shape | ptkit ms | torch ms | ratio | vs best torch | MiB | GB/s "
-            "| % copy | out alloc ms | check |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| copy GB/s | % copy | % best copy | out alloc ms | check |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for r in data["rows"]:
             vs_best = best_torch.get(_case(r), float("nan")) / r["ptkit_ms"]
             lines.append(
                 f"| {r['op']} | {r['dtype']} | {r['shape']} | {r['ptkit_ms']:.4f} "
                 f"| {r['torch_ms']:.4f} | {r['ratio']:.2f} | {vs_best:.2f} | {r['bytes'] / MiB:.2f} "
-                f"| {r['gbs']:.1f} | {r['pct_copy']:.0f} % | {r['alloc_ms']:.3f} | {r['check']} |"
+                f"| {r['gbs']:.1f} | {r['copy_gbs']:.1f} | {r['pct_copy']:.0f} % "
+                f"| {r['pct_best_copy']:.0f} % | {r['alloc_ms']:.3f} | {r['check']} |"
             )
     return "\n".join(lines) + "\n"
 

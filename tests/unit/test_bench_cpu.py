@@ -29,7 +29,8 @@ def _level(isa: str, ptkit_ms: float, torch_ms: float, caps: dict[str, str]) -> 
     row = {
         "op": "rms_norm(out=)", "dtype": "bf16", "shape": "x[64,4096]", "ptkit_ms": ptkit_ms,
         "torch_ms": torch_ms, "ratio": torch_ms / ptkit_ms, "bytes": 1 << 20, "gbs": 20.0,
-        "alloc_ms": 0.0, "reps": 5, "check": "ok", "pct_copy": 80.0,
+        "alloc_ms": 0.0, "reps": 5, "check": "ok", "copy_gbs": 25.0, "pct_copy": 80.0,
+        "pct_best_copy": 50.0,
     }  # fmt: skip
     machine = {
         "cpu": "Test CPU", "cores": 2, "torch_threads": 2, "torch": "2.14.1", "ptkit": "0.1.0",
@@ -37,7 +38,7 @@ def _level(isa: str, ptkit_ms: float, torch_ms: float, caps: dict[str, str]) -> 
         "torch_caps": caps, "ptkit_cpu_isa": isa, "load_average_at_start": 0.5,
         "load_average_at_end": 0.6,
     }  # fmt: skip
-    return {"machine": machine, "copy_bandwidth_gbs": 25.0, "elapsed_s": 20.0, "rows": [row]}
+    return {"machine": machine, "copy_bandwidth_gbs": 40.0, "elapsed_s": 20.0, "rows": [row]}
 
 
 def test_the_report_has_both_comparisons_per_level_and_names_skipped_levels(
@@ -57,6 +58,9 @@ def test_the_report_has_both_comparisons_per_level_and_names_skipped_levels(
     assert "| rms_norm(out=) bf16 x[64,4096] | 2.00 / 2.00 | 1.50 / 0.50 |" in text
     assert "- x86-64-v2: skipped: the library ran x86-64-v3: x86-64-v2 is not built" in text
     assert "caps: ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2" in text
+    # Each row against the copy timed before it and against the level's best copy.
+    assert "| 1.00 | 20.0 | 25.0 | 80 % | 50 % | 0.000 | ok |" in text
+    assert "40.0 GB/s; 64 MiB before each case: 25.0 to 25.0 GB/s" in text
     bench.plot(results, tmp_path / "results.png")
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
