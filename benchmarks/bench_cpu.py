@@ -31,11 +31,10 @@ What is measured (per level)
       (``out=``) on both sides (torch: ``torch.mul(…, out=)`` after ``F.silu``, and
       ``F.rms_norm``'s result copied into ``out``: torch has no out= rms_norm, so its side
       pays one copy more);
-    * the machine's copy bandwidth in the same run: ``dst.copy_(src)`` on a 64 MiB fp32
-      tensor, (read + write bytes) / time, best of a few copies right before each case
-      (``copy GB/s``: the memory's rate when that case ran), and on a 256 MiB tensor,
-      best of several copies at the start and at the end of each level's run (the
-      level's header).
+    * the machine's copy bandwidth in the same run: ``dst.copy_(src)`` on a 256 MiB fp32
+      tensor, (read + write bytes) / time, best of 3 copies right before each case
+      (``copy GB/s``: the memory's rate when that case ran) and best of 10 at the start
+      and at the end of each level's run (the level's header).
 
 Timing
     torch uses all cores (``torch.set_num_threads(os.cpu_count())``) and ptkit's ops
@@ -51,10 +50,10 @@ Bytes and bandwidth
     (1 GB = 1e9 bytes). ``% copy`` relates it to the copy timed right before the case, and
     ``% best copy`` to the best copy of the level's run. Both are given because a
     machine's memory rate can change within a run (on the 2-core Zen 4 VM of
-    results/results.md a 64 MiB copy takes anywhere from 30 to 60 GB/s, by spells of a
-    second or so): the first compares a case with the memory it had, the second with the
-    best this machine showed. Working sets that stay in the last-level cache between calls
-    can exceed 100 %: the copies read and write 128 / 512 MiB, more than any cache here.
+    results/results.md a copy repeated for 10 s took anywhere from 30 to 60 GB/s): the
+    first compares a case with the memory it had, the second with the best this machine
+    showed. Working sets that stay in the last-level cache between calls can exceed
+    100 %: the copy reads and writes 512 MiB, more than any cache here.
 
 Allocator
     Every op without ``out=`` (ptkit's and torch's) allocates its output per call.
@@ -99,9 +98,6 @@ if "--no-thp" not in sys.argv:
 
 MiB = 1024 * 1024
 HIDDEN = 4096
-# The copy timed before each case: 64 MiB read and 64 MiB written (see "Bytes and
-# bandwidth").
-CASE_COPY_BYTES = 128 * MiB
 EPS = 1e-6
 # torch's own switches for a CPU of each level: its ATen kernels' capability, oneDNN's
 # (bf16 matmuls) and MKL's (fp32 matmuls) highest ISA. The best level measured runs torch
@@ -241,21 +237,10 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
         t_reuse = statistics.median(_run(reuse, 1) for _ in range(n))
         return max(0.0, t_fresh - t_reuse)
 
-    def copy_bandwidth() -> float:
-        src = torch.rand(64 * MiB)  # 256 MiB
-        dst = torch.empty_like(src)
-        dst.copy_(src)
-        best = min(_run(lambda: dst.copy_(src), 1) for _ in range(4 if args.quick else 10))
-        return 2 * src.numel() * src.element_size() / best
-
-    # Before each case, the best of a few copies of CASE_COPY_BYTES (read + written,
-    # well beyond the last-level cache): the memory's rate when that case ran.
-    case_src = torch.rand(CASE_COPY_BYTES // 8)
-    case_dst = torch.empty_like(case_src)
-
-    def copy_before_case() -> float:
-        best = min(_run(lambda: case_dst.copy_(case_src), 1) for _ in range(2 if args.quick else 5))
-        return CASE_COPY_BYTES / best
+    def copy_bandwidth(copies: int) -> float:
+        """The best of ``copies`` copies of copy_src (below): (read + write bytes) / time."""
+        best = min(_run(lambda: copy_dst.copy_(copy_src), 1) for _ in range(copies))
+        return 2 * copy_src.numel() * copy_src.element_size() / best
 
     def check(ptkit_out: torch.Tensor, torch_out: torch.Tensor, dtype: torch.dtype) -> str:
         if ptkit_out.shape != torch_out.shape or ptkit_out.dtype != torch_out.dtype:
@@ -272,14 +257,17 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
         return {"machine": facts}  # another level ran: the caller says why, nothing to time
     budget = 0.4 if args.quick else 3.0  # seconds of timed repetitions per case (both sides)
     started = time.perf_counter()
-    copy_start = copy_bandwidth()
+    copy_src = torch.rand(64 * MiB)  # 256 MiB
+    copy_dst = torch.empty_like(copy_src)
+    copy_dst.copy_(copy_src)
+    copy_start = copy_bandwidth(4 if args.quick else 10)
     rows = []
     with torch.inference_mode():
         for make, dtype, size, out in plan:
             case = make(dtype, size, out)
             # Compared before timing: the out= cases write into the same tensor.
             result = check(case["ptkit"]().clone(), case["torch"]().clone(), dtype)
-            case_copy_bps = copy_before_case()
+            case_copy_bps = copy_bandwidth(2 if args.quick else 3)
             t_ptkit, t_torch, reps = time_pair(case["ptkit"], case["torch"], budget)
             t_alloc = 0.0 if out else alloc_time(*case["out"], budget)
             rows.append(
@@ -299,7 +287,7 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
                 }
             )
             del case
-    copy_end = copy_bandwidth()
+    copy_end = copy_bandwidth(4 if args.quick else 10)
     copy_bps = max(copy_start, copy_end)
     for r in rows:
         r["pct_copy"] = 100 * r["gbs"] / r["copy_gbs"]
@@ -457,7 +445,7 @@ def to_markdown(results: dict[str, Any]) -> str:
             f"- ptkit CPU ISA in use: {facts['ptkit_cpu_isa']}; torch CPU capability "
             f"{facts['torch_cpu_capability']} (caps: {caps})",
             f"- copy bandwidth (dst.copy_(src), 256 MiB fp32, read + write, best at start / end): "
-            f"{data['copy_bandwidth_gbs']:.1f} GB/s; 64 MiB before each case: "
+            f"{data['copy_bandwidth_gbs']:.1f} GB/s; right before each case: "
             f"{min(r['copy_gbs'] for r in data['rows']):.1f} to "
             f"{max(r['copy_gbs'] for r in data['rows']):.1f} GB/s",
             f"- 1-min load average at start / end: {_fmt(facts['load_average_at_start'])} / "

@@ -60,7 +60,7 @@ def test_the_report_has_both_comparisons_per_level_and_names_skipped_levels(
     assert "caps: ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2" in text
     # Each row against the copy timed before it and against the level's best copy.
     assert "| 1.00 | 20.0 | 25.0 | 80 % | 50 % | 0.000 | ok |" in text
-    assert "40.0 GB/s; 64 MiB before each case: 25.0 to 25.0 GB/s" in text
+    assert "40.0 GB/s; right before each case: 25.0 to 25.0 GB/s" in text
     bench.plot(results, tmp_path / "results.png")
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
