@@ -357,9 +357,8 @@ PTKIT_INLINE void prefetch(const void* p) {
 }
 // The line `bytes` past p, which may lie past the end of p's array: the address is
 // computed as an integer, and a prefetch never faults.
-template <CacheLevel Into = CacheLevel::l1>
 PTKIT_INLINE void prefetch_ahead(const void* p, size_t bytes) {
-  prefetch<Into>(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + bytes));
+  prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + bytes));
 }
 PTKIT_INLINE bool streamable(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
 // Orders the streaming stores before whatever this thread does next (they are weakly
