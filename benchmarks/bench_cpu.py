@@ -32,9 +32,10 @@ What is measured (per level)
       ``F.rms_norm``'s result copied into ``out``: torch has no out= rms_norm, so its side
       pays one copy more);
     * the machine's copy bandwidth in the same run: ``dst.copy_(src)`` on a 256 MiB fp32
-      tensor, (read + write bytes) / time, best of 3 copies right before each case
-      (``copy GB/s``: the memory's rate when that case ran) and best of 10 at the start
-      and at the end of each level's run (the level's header).
+      tensor, (read + write bytes) / time: the median of 9 copies (3 with ``--quick``)
+      timed at even intervals among each case's repetitions (``copy GB/s``: the memory's
+      rate while that case ran), and the best of 10 at the start and at the end of each
+      level's run (the level's header).
 
 Timing
     torch uses all cores (``torch.set_num_threads(os.cpu_count())``) and ptkit's ops
@@ -42,17 +43,19 @@ Timing
     repetitions that alternate ptkit and torch (so that drift and background load hit
     both sides alike); a repetition is enough back-to-back calls to last ~1 ms or more,
     and the reported time per call is the median over repetitions. ``ratio`` is
-    torch_time / ptkit_time: above 1 means ptkit is faster.
+    torch_time / ptkit_time: above 1 means ptkit is faster. The copies among the
+    repetitions flush the caches: after each, one untimed call of each side, so that
+    neither starts cold where the other does not.
 
 Bytes and bandwidth
     ``bytes`` is the minimum traffic of the op: every input read once plus every output
     written once (for fused_linear: x, W, bias and y). GB/s = bytes / ptkit time
-    (1 GB = 1e9 bytes). ``% copy`` relates it to the copy timed right before the case, and
-    ``% best copy`` to the best copy of the level's run. Both are given because a
-    machine's memory rate can change within a run (on the 2-core Zen 4 VM of
-    results/results.md a copy repeated for 10 s took anywhere from 30 to 60 GB/s): the
-    first compares a case with the memory it had, the second with the best this machine
-    showed. Working sets that stay in the last-level cache between calls can exceed
+    (1 GB = 1e9 bytes). ``% copy`` relates it to the copies timed among the case's
+    repetitions (two medians over the same seconds), and ``% best copy`` to the best copy
+    of the level's run. Both are given because a machine's memory rate can change within
+    a run (on the 2-core Zen 4 VM of results/results.md the copies took ~30-37 GB/s most
+    of the time and ~50-58 GB/s for stretches of seconds): the first compares a case with
+    the memory it had, the second with the best this machine showed. Working sets that stay in the last-level cache between calls can exceed
     100 %: the copy reads and writes 512 MiB, more than any cache here.
 
 Allocator
@@ -72,9 +75,18 @@ Correctness
     dtype-appropriate tolerance); mismatches are flagged in the ``check`` column and
     make the script exit with status 1.
 
-Outputs, in ``--out``: ``results.json`` (every level's rows and machine facts),
-``results.md`` (a summary of the ratios per case and level, then each level's table) and
-``results.png`` (the ratios per case and level, both comparisons).
+Goals
+    The speed goals of issue 20, checked per level from the rows (``GOALS``): every row at
+    least as fast as torch at its level; the decode GEMV of B <= 4 rows, and rms_norm and
+    silu_and_mul at T >= 64 (with ``out=``, and apart from it without), at 70 % or more
+    of the copy bandwidth. A bandwidth goal is met where every such row reaches 70 %
+    against both copies (those during it and the level's best); otherwise the rows
+    under it are named with both percentages.
+
+Outputs, in ``--out``: ``results.json`` (every level's rows, machine facts and goal
+misses), ``results.md`` (a summary of the ratios per case and level, the goals per level,
+then each level's table) and ``results.png`` (the ratios per case and level, both
+comparisons).
 """
 
 from __future__ import annotations
@@ -90,7 +102,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 # Before torch is imported (c10 reads it at the first allocation): see "Allocator".
 if "--no-thp" not in sys.argv:
@@ -128,10 +140,22 @@ def _run(fn: Callable[[], object], n: int) -> float:
     return time.perf_counter() - start
 
 
+class PairTiming(NamedTuple):
+    ptkit_s: float  # median seconds per call
+    torch_s: float
+    reps: int
+    copy_s: list[float]  # each copy timed among the repetitions
+
+
 def time_pair(
-    ptkit_fn: Callable[[], object], torch_fn: Callable[[], object], budget_s: float
-) -> tuple[float, float, int]:
-    """Median seconds per call of each function, timed in alternating repetitions."""
+    ptkit_fn: Callable[[], object],
+    torch_fn: Callable[[], object],
+    budget_s: float,
+    copy_fn: Callable[[], object] | None = None,
+    copies: int = 0,
+) -> PairTiming:
+    """Median seconds per call of each function, timed in alternating repetitions, with
+    ``copies`` runs of ``copy_fn`` timed at even intervals among them."""
     # Warm-up: at least two calls each and ~10 % of the budget.
     per_call = []
     for fn in (ptkit_fn, torch_fn):
@@ -145,11 +169,18 @@ def time_pair(
     # Each repetition lasts >= ~1 ms; as many repetitions as fit in the budget (5..200).
     inner = [max(1, round(1e-3 / t)) for t in per_call]
     reps = int(min(200, max(5, budget_s / (2 * max(slowest, 1e-3)))))
+    copy_at = {i * reps // copies for i in range(copies)} if copy_fn is not None else set()
     samples: tuple[list[float], list[float]] = ([], [])
-    for _ in range(reps):
+    copy_s = []
+    for rep in range(reps):
+        if copy_fn is not None and rep in copy_at:
+            copy_s.append(_run(copy_fn, 1))
+            # The copy flushed the caches: one untimed call each, so both sides start alike.
+            ptkit_fn()
+            torch_fn()
         for i, fn in enumerate((ptkit_fn, torch_fn)):
             samples[i].append(_run(fn, inner[i]) / inner[i])
-    return statistics.median(samples[0]), statistics.median(samples[1]), reps
+    return PairTiming(statistics.median(samples[0]), statistics.median(samples[1]), reps, copy_s)
 
 
 def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
@@ -237,10 +268,16 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
         t_reuse = statistics.median(_run(reuse, 1) for _ in range(n))
         return max(0.0, t_fresh - t_reuse)
 
+    def copy() -> None:
+        copy_dst.copy_(copy_src)
+
+    def copy_bps(seconds: float) -> float:
+        """A copy's (read + write bytes) / time."""
+        return 2 * copy_src.numel() * copy_src.element_size() / seconds
+
     def copy_bandwidth(copies: int) -> float:
-        """The best of ``copies`` copies of copy_src (below): (read + write bytes) / time."""
-        best = min(_run(lambda: copy_dst.copy_(copy_src), 1) for _ in range(copies))
-        return 2 * copy_src.numel() * copy_src.element_size() / best
+        """The best of ``copies`` copies."""
+        return copy_bps(min(_run(copy, 1) for _ in range(copies)))
 
     def check(ptkit_out: torch.Tensor, torch_out: torch.Tensor, dtype: torch.dtype) -> str:
         if ptkit_out.shape != torch_out.shape or ptkit_out.dtype != torch_out.dtype:
@@ -267,35 +304,39 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
             case = make(dtype, size, out)
             # Compared before timing: the out= cases write into the same tensor.
             result = check(case["ptkit"]().clone(), case["torch"]().clone(), dtype)
-            case_copy_bps = copy_bandwidth(2 if args.quick else 3)
-            t_ptkit, t_torch, reps = time_pair(case["ptkit"], case["torch"], budget)
+            timing = time_pair(
+                case["ptkit"], case["torch"], budget, copy, copies=3 if args.quick else 9
+            )
+            t_ptkit, t_torch = timing.ptkit_s, timing.torch_s
             t_alloc = 0.0 if out else alloc_time(*case["out"], budget)
             rows.append(
                 {
                     "op": case["op"],
                     "dtype": dtype_name[dtype],
                     "shape": case["shape"],
+                    "size": size,
+                    "out": out,
                     "ptkit_ms": t_ptkit * 1e3,
                     "torch_ms": t_torch * 1e3,
                     "ratio": t_torch / t_ptkit,
                     "bytes": case["bytes"],
                     "gbs": case["bytes"] / t_ptkit / 1e9,
-                    "copy_gbs": case_copy_bps / 1e9,
+                    "copy_gbs": copy_bps(statistics.median(timing.copy_s)) / 1e9,
                     "alloc_ms": t_alloc * 1e3,
-                    "reps": reps,
+                    "reps": timing.reps,
                     "check": result,
                 }
             )
             del case
     copy_end = copy_bandwidth(4 if args.quick else 10)
-    copy_bps = max(copy_start, copy_end)
+    best_copy_bps = max(copy_start, copy_end)
     for r in rows:
         r["pct_copy"] = 100 * r["gbs"] / r["copy_gbs"]
-        r["pct_best_copy"] = 100 * r["gbs"] / (copy_bps / 1e9)
+        r["pct_best_copy"] = 100 * r["gbs"] / (best_copy_bps / 1e9)
     facts["load_average_at_end"] = _load_average()
     return {
         "machine": facts,
-        "copy_bandwidth_gbs": copy_bps / 1e9,
+        "copy_bandwidth_gbs": best_copy_bps / 1e9,
         "copy_bandwidth_gbs_start_end": [copy_start / 1e9, copy_end / 1e9],
         "elapsed_s": time.perf_counter() - started,
         "rows": rows,
@@ -389,6 +430,58 @@ def _run_level(level: str, uncapped: bool, args: argparse.Namespace) -> dict[str
     return data
 
 
+# --------------------------------------------------------------------------- goals
+
+BANDWIDTH_GOAL_PCT = 70.0
+
+
+def _is_gemv(row: dict[str, Any]) -> bool:
+    return bool(row["op"].startswith("fused_linear") and row["size"] <= 4)
+
+
+def _is_large_elementwise(row: dict[str, Any], out: bool) -> bool:
+    elementwise = row["op"].startswith(("rms_norm", "silu_and_mul"))
+    return bool(elementwise and row["size"] >= 64 and row["out"] == out)
+
+
+class Goal(NamedTuple):
+    name: str
+    covers: Callable[[dict[str, Any]], bool]  # the rows it applies to
+    bandwidth: bool  # rows at BANDWIDTH_GOAL_PCT % of copy or more; else ratio >= 1
+
+
+_PCT = f"{BANDWIDTH_GOAL_PCT:.0f} % of copy"
+GOALS = [
+    Goal("every row >= 1.0x torch at its level", lambda r: True, bandwidth=False),
+    Goal(f"decode GEMV (B <= 4) >= {_PCT}", _is_gemv, bandwidth=True),
+    Goal(
+        f"rms_norm, silu_and_mul at T >= 64 with out= >= {_PCT}",
+        lambda r: _is_large_elementwise(r, out=True),
+        bandwidth=True,
+    ),
+    Goal(
+        "the same without out= (a fresh output per call, its page faults included)",
+        lambda r: _is_large_elementwise(r, out=False),
+        bandwidth=True,
+    ),
+]
+
+
+def goal_misses(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per goal, the rows of one level that miss it (empty: met), each with its numbers."""
+    misses: dict[str, list[str]] = {}
+    for goal in GOALS:
+        misses[goal.name] = []
+        for r in filter(goal.covers, rows):
+            if goal.bandwidth and min(r["pct_copy"], r["pct_best_copy"]) < BANDWIDTH_GOAL_PCT:
+                misses[goal.name].append(
+                    f"{_case(r)}: {r['pct_copy']:.1f} / {r['pct_best_copy']:.1f} %"
+                )
+            elif not goal.bandwidth and r["ratio"] < 1.0:
+                misses[goal.name].append(f"{_case(r)}: {r['ratio']:.3f}x")
+    return misses
+
+
 def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -434,6 +527,23 @@ def to_markdown(results: dict[str, Any]) -> str:
             vs_best = best_torch.get(case, float("nan")) / row["ptkit_ms"]
             cells.append(f"{row['ratio']:.2f} / {vs_best:.2f}")
         lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Goals per level",
+        "",
+        "Bandwidth rows as % of the copies during the case / % of the level's best copy; "
+        f"a goal is met where every row it covers reaches {BANDWIDTH_GOAL_PCT:.0f} % against both.",
+        "",
+        "| goal | " + " | ".join(measured) + " |",
+        "|---|" + "---|" * len(measured),
+    ]
+    misses = {name: goal_misses(levels[name]["rows"]) for name in measured}
+    for goal in GOALS:
+        cells = [
+            "missed: " + "; ".join(misses[n][goal.name]) if misses[n][goal.name] else "met"
+            for n in measured
+        ]
+        lines.append(f"| {goal.name} | " + " | ".join(cells) + " |")
     for name in measured:
         data = levels[name]
         facts = data["machine"]
@@ -445,7 +555,7 @@ def to_markdown(results: dict[str, Any]) -> str:
             f"- ptkit CPU ISA in use: {facts['ptkit_cpu_isa']}; torch CPU capability "
             f"{facts['torch_cpu_capability']} (caps: {caps})",
             f"- copy bandwidth (dst.copy_(src), 256 MiB fp32, read + write, best at start / end): "
-            f"{data['copy_bandwidth_gbs']:.1f} GB/s; right before each case: "
+            f"{data['copy_bandwidth_gbs']:.1f} GB/s; during each case (median of its copies): "
             f"{min(r['copy_gbs'] for r in data['rows']):.1f} to "
             f"{max(r['copy_gbs'] for r in data['rows']):.1f} GB/s",
             f"- 1-min load average at start / end: {_fmt(facts['load_average_at_start'])} / "
@@ -536,6 +646,11 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in data:
             print(f"   skipped: {data['skipped']}", flush=True)
         results["levels"][level] = data
+    results["goal_misses"] = {
+        name: goal_misses(data["rows"])
+        for name, data in results["levels"].items()
+        if "rows" in data
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     md = to_markdown(results)
     (args.out / "results.md").write_text(md)
