@@ -55,8 +55,9 @@ Bytes and bandwidth
     of the level's run. Both are given because a machine's memory rate can change within
     a run (on the 2-core Zen 4 VM of results/results.md the copies took ~30-37 GB/s most
     of the time and ~50-58 GB/s for stretches of seconds): the first compares a case with
-    the memory it had, the second with the best this machine showed. Working sets that stay in the last-level cache between calls can exceed
-    100 %: the copy reads and writes 512 MiB, more than any cache here.
+    the memory it had, the second with the best this machine showed. Working sets that
+    stay in the last-level cache between calls can exceed 100 %: the copy reads and
+    writes 512 MiB, more than any cache here.
 
 Allocator
     Every op without ``out=`` (ptkit's and torch's) allocates its output per call.
