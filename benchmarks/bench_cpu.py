@@ -152,8 +152,8 @@ def time_pair(
     ptkit_fn: Callable[[], object],
     torch_fn: Callable[[], object],
     budget_s: float,
-    copy_fn: Callable[[], object] | None = None,
-    copies: int = 0,
+    copy_fn: Callable[[], object],
+    copies: int,
 ) -> PairTiming:
     """Median seconds per call of each function, timed in alternating repetitions, with
     ``copies`` runs of ``copy_fn`` timed at even intervals among them."""
@@ -170,11 +170,11 @@ def time_pair(
     # Each repetition lasts >= ~1 ms; as many repetitions as fit in the budget (5..200).
     inner = [max(1, round(1e-3 / t)) for t in per_call]
     reps = int(min(200, max(5, budget_s / (2 * max(slowest, 1e-3)))))
-    copy_at = {i * reps // copies for i in range(copies)} if copy_fn is not None else set()
+    copy_at = {i * reps // copies for i in range(copies)}
     samples: tuple[list[float], list[float]] = ([], [])
     copy_s = []
     for rep in range(reps):
-        if copy_fn is not None and rep in copy_at:
+        if rep in copy_at:
             copy_s.append(_run(copy_fn, 1))
             # The copy flushed the caches: one untimed call each, so both sides start alike.
             ptkit_fn()
@@ -308,7 +308,6 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
             timing = time_pair(
                 case["ptkit"], case["torch"], budget, copy, copies=3 if args.quick else 9
             )
-            t_ptkit, t_torch = timing.ptkit_s, timing.torch_s
             t_alloc = 0.0 if out else alloc_time(*case["out"], budget)
             rows.append(
                 {
@@ -317,11 +316,11 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
                     "shape": case["shape"],
                     "size": size,
                     "out": out,
-                    "ptkit_ms": t_ptkit * 1e3,
-                    "torch_ms": t_torch * 1e3,
-                    "ratio": t_torch / t_ptkit,
+                    "ptkit_ms": timing.ptkit_s * 1e3,
+                    "torch_ms": timing.torch_s * 1e3,
+                    "ratio": timing.torch_s / timing.ptkit_s,
                     "bytes": case["bytes"],
-                    "gbs": case["bytes"] / t_ptkit / 1e9,
+                    "gbs": case["bytes"] / timing.ptkit_s / 1e9,
                     "copy_gbs": copy_bps(statistics.median(timing.copy_s)) / 1e9,
                     "alloc_ms": t_alloc * 1e3,
                     "reps": timing.reps,
@@ -483,6 +482,15 @@ def goal_misses(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     return misses
 
 
+def goal_misses_by_level(results: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """goal_misses of every level that was measured."""
+    return {
+        name: goal_misses(data["rows"])
+        for name, data in results["levels"].items()
+        if "rows" in data
+    }
+
+
 def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -538,7 +546,7 @@ def to_markdown(results: dict[str, Any]) -> str:
         "| goal | " + " | ".join(measured) + " |",
         "|---|" + "---|" * len(measured),
     ]
-    misses = {name: goal_misses(levels[name]["rows"]) for name in measured}
+    misses = goal_misses_by_level(results)
     for goal in GOALS:
         cells = [
             "missed: " + "; ".join(misses[n][goal.name]) if misses[n][goal.name] else "met"
@@ -647,11 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in data:
             print(f"   skipped: {data['skipped']}", flush=True)
         results["levels"][level] = data
-    results["goal_misses"] = {
-        name: goal_misses(data["rows"])
-        for name, data in results["levels"].items()
-        if "rows" in data
-    }
+    results["goal_misses"] = goal_misses_by_level(results)
     args.out.mkdir(parents=True, exist_ok=True)
     md = to_markdown(results)
     (args.out / "results.md").write_text(md)

@@ -198,13 +198,13 @@ PTKIT_INLINE void silu_of2(const float* table, const typename E::T* g, f32x8& a,
   }
 }
 
-// Inputs from memory (where the output is too: Stream), the gates and ups this many
+// Inputs from memory (where the output is too: Stream): the gates and ups this many
 // elements ahead are asked for while these compute, 1 KiB of fp32 (near a row's end the
 // requests for the ups run on into the next row's gates, which the thread usually takes
-// next): the hardware prefetchers alone left the loads and the math more in turn. Zen 4, 2 threads,
-// 4096 x 8192 from memory, time 0.93-0.96 at avx512-bf16, 0.89-0.92 at x86-64-v3,
-// 0.97-0.98 on SSE2 (compute-bound there); in cache it cost 3 % (bf16), hence only
-// with Stream.
+// next); with the hardware prefetchers alone, the loads and the math ran more in turn.
+// Zen 4, 2 threads, 4096 x 8192 from memory, time 0.93-0.96 at avx512-bf16, 0.89-0.92 at
+// x86-64-v3, 0.97-0.98 on SSE2 (compute-bound there); in cache it cost 3 % (bf16), hence
+// only with Stream.
 constexpr int64_t kPrefetchAhead = 256;
 
 template <class E, bool Stream>

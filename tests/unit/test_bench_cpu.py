@@ -29,9 +29,8 @@ def _level(isa: str, ptkit_ms: float, torch_ms: float, caps: dict[str, str]) -> 
     row = {
         "op": "rms_norm(out=)", "dtype": "bf16", "shape": "x[64,4096]", "size": 64, "out": True,
         "ptkit_ms": ptkit_ms, "torch_ms": torch_ms, "ratio": torch_ms / ptkit_ms,
-        "bytes": 1 << 20, "gbs": 20.0,
-        "alloc_ms": 0.0, "reps": 5, "check": "ok", "copy_gbs": 25.0, "pct_copy": 80.0,
-        "pct_best_copy": 50.0,
+        "bytes": 1 << 20, "gbs": 20.0, "alloc_ms": 0.0, "reps": 5, "check": "ok",
+        "copy_gbs": 25.0, "pct_copy": 80.0, "pct_best_copy": 50.0,
     }  # fmt: skip
     machine = {
         "cpu": "Test CPU", "cores": 2, "torch_threads": 2, "torch": "2.14.1", "ptkit": "0.1.0",
