@@ -18,9 +18,10 @@ Levels
     torch is capped alike in each level's process (``ATEN_CPU_CAPABILITY``,
     ``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``: ``TORCH_CAPS``), so that each
     level's ratio is ptkit against torch on a CPU that has that level and no more: what a
-    machine of that class gets. The best level's process leaves torch uncapped, and every
-    level is also compared with that run's torch times (``vs torch's best``): what each
-    level gives up against torch using everything this machine has.
+    machine of that class gets. MKL does not take its cap on AMD CPUs (seen on a Zen 4);
+    there ``results.md`` says so (``MKL_ON_AMD``). The best level's process leaves torch
+    uncapped, and every level is also compared with that run's torch times (``vs torch's
+    best``): what each level gives up against torch using everything this machine has.
 
 What is measured (per level)
     * ``fused_linear(x, W, b, "silu")`` vs ``F.silu(F.linear(x, W, b))``, fp32 and bf16,
@@ -129,6 +130,19 @@ TORCH_CAPS: dict[str, dict[str, str]] = {
     "x86-64-v2": _SSE,
     "default": _SSE,
 }  # fmt: skip
+# MKL_ENABLE_INSTRUCTIONS is Intel's switch for Intel's CPUs; on AMD's MKL runs its own
+# choice. Seen with perf on a Zen 4 (torch 2.14.1's MKL 2024.2): the same kernels under
+# every cap and none, mkl_blas_def_sgemm_kernel_0_zen (vfmadd231ps on ymm) for 4 and 16
+# rows, mkl_blas_def_xsgemv (mulps, addps) for one. MKL_CBWR=COMPATIBLE does hold it to
+# SSE2 there (mulps and addps only), but that is MKL's reproducibility mode, with code
+# paths of its own, not what a CPU of the class runs: the report says what ran instead.
+MKL_ON_AMD = (
+    "- on AMD CPUs MKL does not take MKL_ENABLE_INSTRUCTIONS: on a Zen 4 it ran the same "
+    "kernels for torch's fp32 linear under every cap and under none (an AVX2 + FMA GEMM for 4 "
+    "and 16 rows, an SSE GEMV for one row; docs/status.md), so torch's fp32 linear is the "
+    "same code at every level here, and at the baseline both sides of the 16-row fp32 case run "
+    "that GEMM (ptkit's path for it below AVX)"
+)
 
 
 # --------------------------------------------------------------------------- one level
@@ -343,15 +357,19 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _machine_facts(torch: Any, ptkit: Any) -> dict[str, Any]:
-    model = platform.processor() or platform.machine()
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` of /proc/cpuinfo (Linux), or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+            if line.split(":", 1)[0].strip() == field:
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return None
+
+
+def _machine_facts(torch: Any, ptkit: Any) -> dict[str, Any]:
+    model = _cpuinfo("model name") or platform.processor() or platform.machine()
     details: dict[str, str] = {}
     loaded = False
     for decision in ptkit.runtime.load_decisions("ptkit_ops"):
@@ -360,6 +378,7 @@ def _machine_facts(torch: Any, ptkit: Any) -> dict[str, Any]:
             loaded = decision.status.value == "loaded"
     return {
         "cpu": model,
+        "cpu_vendor": _cpuinfo("vendor_id"),
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -520,8 +539,10 @@ def to_markdown(results: dict[str, Any]) -> str:
         f"alike (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS); {best} "
         "(the best level here) runs torch uncapped, and `vs best torch` compares each level "
         "with that run's torch",
-        "",
     ]
+    if measured and levels[measured[0]]["machine"].get("cpu_vendor") == "AuthenticAMD":
+        lines.append(MKL_ON_AMD)
+    lines.append("")
     for name, data in levels.items():
         if "rows" not in data:
             lines.append(f"- {name}: skipped: {data['skipped']}")

@@ -74,6 +74,18 @@ def test_the_report_has_both_comparisons_per_level_and_names_skipped_levels(
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("vendor", ["AuthenticAMD", "GenuineIntel", None])
+def test_the_report_says_where_mkl_does_not_take_its_cap(
+    bench: ModuleType, vendor: str | None
+) -> None:
+    level = _level("x86-64-v3", 2.0, 3.0, bench.TORCH_CAPS["x86-64-v3"])
+    level["machine"]["cpu_vendor"] = vendor
+    text = bench.to_markdown(
+        {"quick": True, "best_level": "x86-64-v3", "levels": {"x86-64-v3": level}}
+    )
+    assert (bench.MKL_ON_AMD in text) == (vendor == "AuthenticAMD")
+
+
 def test_every_x86_level_has_torchs_caps(bench: ModuleType) -> None:
     """Each level ptkit builds on x86-64 has the torch switches of a CPU of that class."""
     from ptkit.platforms.base import isa_levels
