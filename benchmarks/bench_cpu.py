@@ -126,7 +126,8 @@ TORCH_CAPS: dict[str, dict[str, str]] = {
     "avx512-bf16": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
     "x86-64-v4": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
     "x86-64-v3": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
-    # oneDNN's floor is SSE4.1 and MKL's SSE4.2: torch cannot be held to x86-64's SSE2.
+    # oneDNN's floor is SSE4.1 and MKL_ENABLE_INSTRUCTIONS' SSE4.2: no switch holds torch to
+    # x86-64's SSE2 (MKL_CBWR: below).
     "x86-64-v2": _SSE,
     "default": _SSE,
 }  # fmt: skip

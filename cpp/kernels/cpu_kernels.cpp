@@ -508,7 +508,9 @@ void gemv(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
 // Where the GEMV stops paying: x86-64's baseline (SSE2, no FMA: a multiply and an add per
 // 4 products) is compute-bound on fp32 from about 8 rows, where the library GEMM (MKL with
 // SSE4.2) is faster (measured on a 2-core Xeon: 16 rows 10.7-12.2 ms, the GEMM 10.1 ms;
-// 4 rows 3.0 ms, the GEMM 4.4 ms). Its bf16 GEMV stays faster than the library's at 16 rows.
+// 4 rows 3.0 ms, the GEMM 4.4 ms). On AMD's CPUs MKL runs its AVX2 GEMM whatever the cap
+// (perf on a Zen 4; bench_cpu.py's MKL_ON_AMD): 16 rows 1.9 cycles per weight in cache on
+// one core, the SSE2 GEMV 3.5. Its bf16 GEMV stays faster than the library's at 16 rows.
 #if defined(__x86_64__) && !defined(__AVX__)
 constexpr int64_t kGemvRowsF32 = 4;
 #else
