@@ -131,12 +131,9 @@ TORCH_CAPS: dict[str, dict[str, str]] = {
     "x86-64-v2": _SSE,
     "default": _SSE,
 }  # fmt: skip
-# MKL_ENABLE_INSTRUCTIONS is Intel's switch for Intel's CPUs; on AMD's MKL runs its own
-# choice. Seen with perf on a Zen 4 (torch 2.14.1's MKL 2024.2): the same kernels under
-# every cap and none, mkl_blas_def_sgemm_kernel_0_zen (vfmadd231ps on ymm) for 4 and 16
-# rows, mkl_blas_def_xsgemv (mulps, addps) for one. MKL_CBWR=COMPATIBLE does hold it to
-# SSE2 there (mulps and addps only), but that is MKL's reproducibility mode, with code
-# paths of its own, not what a CPU of the class runs: the report says what ran instead.
+# What MKL ran on AMD's Zen 4 under each cap (perf): docs/status.md. MKL_CBWR=COMPATIBLE
+# does hold it to SSE2 there, but that is MKL's reproducibility mode, with code paths of
+# its own, not what a CPU of the class runs: the report says what ran instead.
 MKL_ON_AMD = (
     "- on AMD CPUs MKL does not take MKL_ENABLE_INSTRUCTIONS: on a Zen 4 it ran the same "
     "kernels for torch's fp32 linear under every cap and under none (an AVX2 + FMA GEMM for 4 "
@@ -171,7 +168,8 @@ def time_pair(
     copies: int,
 ) -> PairTiming:
     """Median seconds per call of each function, timed in alternating repetitions, with
-    ``copies`` runs of ``copy_fn`` timed at even intervals among them."""
+    ``copies`` runs of ``copy_fn`` (at most one per repetition) timed at even intervals
+    among them."""
     # Warm-up: at least two calls each and ~10 % of the budget.
     per_call = []
     for fn in (ptkit_fn, torch_fn):
@@ -358,19 +356,25 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _cpuinfo(field: str) -> str | None:
-    """The first ``field`` of /proc/cpuinfo (Linux), or None."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (Linux; empty elsewhere). Its block
+    comes first and is short: the first 64 KiB hold it on any machine."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":", 1)[0].strip() == field:
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            text = f.read(64 * 1024)
     except OSError:
-        pass
-    return None
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the end of the first processor's block
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
 
 
 def _machine_facts(torch: Any, ptkit: Any) -> dict[str, Any]:
-    model = _cpuinfo("model name") or platform.processor() or platform.machine()
+    cpu = _cpuinfo()
     details: dict[str, str] = {}
     loaded = False
     for decision in ptkit.runtime.load_decisions("ptkit_ops"):
@@ -378,8 +382,8 @@ def _machine_facts(torch: Any, ptkit: Any) -> dict[str, Any]:
             details = dict(decision.details)
             loaded = decision.status.value == "loaded"
     return {
-        "cpu": model,
-        "cpu_vendor": _cpuinfo("vendor_id"),
+        "cpu": cpu.get("model name") or platform.processor() or platform.machine(),
+        "cpu_vendor": cpu.get("vendor_id"),
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
