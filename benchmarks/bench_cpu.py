@@ -356,25 +356,10 @@ def _measure_level(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields in /proc/cpuinfo (Linux; empty elsewhere). Its block
-    comes first and is short: the first 64 KiB hold it on any machine."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            text = f.read(64 * 1024)
-    except OSError:
-        return {}
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            break  # the end of the first processor's block
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
-    return fields
-
-
 def _machine_facts(torch: Any, ptkit: Any) -> dict[str, Any]:
-    cpu = _cpuinfo()
+    from ptkit.platforms.linux import cpuinfo_fields
+
+    cpu = cpuinfo_fields()
     details: dict[str, str] = {}
     loaded = False
     for decision in ptkit.runtime.load_decisions("ptkit_ops"):

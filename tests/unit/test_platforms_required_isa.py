@@ -12,7 +12,7 @@ import pytest
 
 from ptkit.platforms import PLATFORMS, CpuFacts, this_cpu
 from ptkit.platforms.base import isa_levels
-from ptkit.platforms.linux import cpuinfo_features
+from ptkit.platforms.linux import cpuinfo_features, cpuinfo_fields
 from ptkit.platforms.required_isa import missing_cpu_flags, required_isa, required_isa_levels
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,6 +71,22 @@ def test_cpuinfo_is_read_for_x86_flags_and_arm_features(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.write_text("processor\t: 0\n")
     assert cpuinfo_features(empty) == (None, f"{empty} has no flags or Features line")
+
+
+def test_cpuinfo_fields_are_the_first_processors_and_the_read_is_bounded(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    second = "processor\t: 1\nvendor_id\t: GenuineIntel\n" + "x" * 100_000 + "\n"
+    cpuinfo.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n\n" + second
+    )
+    assert cpuinfo_fields(cpuinfo) == {
+        "processor": "0", "vendor_id": "AuthenticAMD", "model name": "AMD EPYC"
+    }  # fmt: skip
+    assert cpuinfo_fields(tmp_path / "none") == {}
+    # A flags line past the first 64 KiB is not read: the first processor's comes first.
+    late = tmp_path / "late"
+    late.write_text("processor\t: 0\n" + "x" * 70_000 + "\nflags\t: avx2\n")
+    assert cpuinfo_features(late)[0] is None
 
 
 def test_this_cpu_is_read_from_this_machine() -> None:

@@ -14,16 +14,40 @@ from pathlib import Path
 from ptkit.platforms.base import Platform, ReleasePlatform
 from ptkit.platforms.elf import ELF_MAGIC, elf_problem
 
-__all__ = ["CPUINFO", "LinuxPlatform", "cpuinfo_features"]
+__all__ = ["CPUINFO", "LinuxPlatform", "cpuinfo_features", "cpuinfo_fields"]
 
 CPUINFO = Path("/proc/cpuinfo")
 _FEATURE_LINE = re.compile(r"^(flags|Features)\s*:(.*)$", re.M)
+# Only the first processor is read: its lines are a few KiB on any machine, while the whole
+# file grows with the core count.
+_CPUINFO_HEAD_BYTES = 64 * 1024
+
+
+def _cpuinfo_head(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return f.read(_CPUINFO_HEAD_BYTES)
+
+
+def cpuinfo_fields(path: Path = CPUINFO) -> dict[str, str]:
+    """The first processor's fields (``model name``, ``vendor_id``, ...) in a
+    ``/proc/cpuinfo``-format file; empty where it cannot be read."""
+    try:
+        text = _cpuinfo_head(path)
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the end of the first processor's block
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    return fields
 
 
 def cpuinfo_features(path: Path) -> tuple[frozenset[str] | None, str]:
     """The feature flags of the first processor in a ``/proc/cpuinfo``-format file."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = _cpuinfo_head(path)
     except OSError as exc:
         return None, f"{path} cannot be read ({exc.strerror or exc})"
     match = _FEATURE_LINE.search(text)
